@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * klock/klock.h - the umbrella header: every public klock header.
+ */
+#ifndef KLOCK_KLOCK_H
+#define KLOCK_KLOCK_H
+
+#include <klock/config.h>
+#include <klock/compiler.h>
+#include <klock/wait.h>
+#include <klock/topology.h>
+#include <klock/fence.h>
+
+KL_BEGIN_DECLS
+
+/* The library's version string, e.g. "0.1.0". */
+KL_API const char *kl_version(void);
+
+KL_END_DECLS
+
+#endif /* KLOCK_KLOCK_H */

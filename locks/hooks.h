@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/hooks.h - the instrumentation seam. Every primitive reports the same few events
+ * here and nowhere else; lockstat, witness, ThreadSanitizer and valgrind are consumers.
+ * No primitive includes an instrument's header or tests an instrument's build option.
+ *
+ * Two kinds of events:
+ *
+ * FAST-PATH events (every acquisition and release) - compiled to nothing unless an
+ * instrument that needs every acquisition is built in (KLI_HOOKS_FAST: witness, TSan,
+ * valgrind annotations, lockstat hold times). In a default build the uncontended fast
+ * path of every lock is byte-for-byte what it would be without this file.
+ *   kli_hook_acquire(lock, kind, flags, site)   before trying   (witness order check,
+ *                                               TSan pre_lock)
+ *   kli_hook_acquired(lock, kind, flags, site)  after success, or after a failed try/timed
+ *                                               attempt with KLI_HF_FAILED (TSan post_lock,
+ *                                               witness push, valgrind ACQUIRED)
+ *   kli_hook_release(lock, kind, flags, site)   before releasing (witness pop, TSan
+ *                                               pre_unlock, valgrind RELEASED)
+ *   kli_hook_released(lock, kind, flags)        after releasing (TSan post_unlock)
+ *
+ * SLOW-PATH events (only once the fast path failed) - always compiled; with lockstat off
+ * each costs one load of a read-mostly flag and a predicted branch. A slow path brackets
+ * its episode with a struct kli_wait on its stack:
+ *   kli_wait_begin(&w)        the fast path failed (lockstat: start the wait clock)
+ *   kli_wait_spin(&w)         entering a spin phase
+ *   kli_wait_sleep(&w)        about to sleep (park / kl_wait)
+ *   kli_wait_end(&w, lock, kind, flags, site)   acquired (or gave up: KLI_HF_FAILED);
+ *                             lockstat records one contended acquisition with its spin
+ *                             and sleep time, keyed by (lock, site)
+ *
+ * LIFETIME events - always compiled: kli_hook_created(lock, kind, flags) in init (and on
+ * first use of a statically initialised lock, where the primitive can tell), and
+ * kli_hook_destroyed(lock, kind) in destroy (also forgets the lock's name).
+ *
+ * `site` is the caller of the public API function: pass __builtin_return_address(0) from
+ * the exported function (the fast path) down to the slow path. It keys lockstat's rows and
+ * names the culprit in witness and debug reports.
+ */
+#ifndef KL_HOOKS_H
+#define KL_HOOKS_H
+
+#include "kl_internal.h"
+#include "names_impl.h"
+
+/* What kind of lock an event is about (report sections, witness rules). */
+enum kli_kind {
+	KLI_KIND_MUTEX,
+	KLI_KIND_RWLOCK,
+	KLI_KIND_RMLOCK,
+	KLI_KIND_PCPU_RWSEM,
+	KLI_KIND_SEQLOCK,
+	KLI_KIND_TICKET,
+	KLI_KIND_MCS,
+	KLI_KIND_HASHLOCK,
+	KLI_KIND_COND,
+	KLI_KIND_COUNT
+};
+
+/* Event flags. */
+#define KLI_HF_READ (1u << 0)     /* the shared (read) side */
+#define KLI_HF_TRY (1u << 1)      /* a try or timed attempt: may fail */
+#define KLI_HF_FAILED (1u << 2)   /* the attempt failed; nothing was acquired */
+#define KLI_HF_SPIN (1u << 3)     /* the lock never sleeps (a spinlock) */
+#define KLI_HF_RECURSE (1u << 4)  /* a permitted recursive acquisition */
+#define KLI_HF_STATIC (1u << 5)   /* created: statically initialised, seen on first use */
+
+/* Kind names as reports print them ("mutex", "rwlock", ...). */
+const char *kli_kind_name(enum kli_kind kind);
+
+/* Build-time instrument selection (klock/config.h). */
+#define KLI_HOOKS_FAST (KLOCK_WITNESS || KLOCK_TSAN || KLOCK_VALGRIND_ANNOTATE || \
+			KLOCK_LOCKSTAT_HOLD)
+
+/* ---- consumers' entry points (each compiled only with its instrument) ----------- */
+#if KLI_HOOKS_FAST
+void kli_instr_acquire(const void *lock, enum kli_kind kind, unsigned flags, const void *site);
+void kli_instr_acquired(const void *lock, enum kli_kind kind, unsigned flags, const void *site);
+void kli_instr_release(const void *lock, enum kli_kind kind, unsigned flags, const void *site);
+void kli_instr_released(const void *lock, enum kli_kind kind, unsigned flags);
+#endif
+void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags);
+void kli_instr_destroyed(const void *lock, enum kli_kind kind);
+
+/* ---- fast-path events ------------------------------------------------------------ */
+static KL_ALWAYS_INLINE void kli_hook_acquire(const void *lock, enum kli_kind kind,
+					      unsigned flags, const void *site)
+{
+#if KLI_HOOKS_FAST
+	kli_instr_acquire(lock, kind, flags, site);
+#else
+	(void)lock, (void)kind, (void)flags, (void)site;
+#endif
+}
+
+static KL_ALWAYS_INLINE void kli_hook_acquired(const void *lock, enum kli_kind kind,
+					       unsigned flags, const void *site)
+{
+#if KLI_HOOKS_FAST
+	kli_instr_acquired(lock, kind, flags, site);
+#else
+	(void)lock, (void)kind, (void)flags, (void)site;
+#endif
+}
+
+static KL_ALWAYS_INLINE void kli_hook_release(const void *lock, enum kli_kind kind,
+					      unsigned flags, const void *site)
+{
+#if KLI_HOOKS_FAST
+	kli_instr_release(lock, kind, flags, site);
+#else
+	(void)lock, (void)kind, (void)flags, (void)site;
+#endif
+}
+
+static KL_ALWAYS_INLINE void kli_hook_released(const void *lock, enum kli_kind kind,
+					       unsigned flags)
+{
+#if KLI_HOOKS_FAST
+	kli_instr_released(lock, kind, flags);
+#else
+	(void)lock, (void)kind, (void)flags;
+#endif
+}
+
+/* ---- lifetime events --------------------------------------------------------------- */
+static inline void kli_hook_created(const void *lock, enum kli_kind kind, unsigned flags)
+{
+	kli_instr_created(lock, kind, flags);
+}
+
+static inline void kli_hook_destroyed(const void *lock, enum kli_kind kind)
+{
+	kli_instr_destroyed(lock, kind);
+}
+
+/* ---- slow-path episodes -------------------------------------------------------------- */
+
+/* One slow-path episode, on the waiter's stack. */
+struct kli_wait {
+	uint64_t t_begin;   /* kli_now_ns() at kli_wait_begin(); 0 when lockstat was off */
+	uint64_t t_mark;    /* start of the current phase */
+	uint64_t spin_ns;   /* time spent in spin phases */
+	uint64_t sleep_ns;  /* time spent asleep */
+	uint32_t nspin;     /* spin phases entered */
+	uint32_t nsleep;    /* sleeps */
+	uint8_t phase;      /* KLI_PHASE_* */
+};
+
+enum { KLI_PHASE_NONE, KLI_PHASE_SPIN, KLI_PHASE_SLEEP };
+
+/* True while lockstat is recording (kl_lockstat_start()); read on slow paths only. */
+extern _Atomic bool kli_lockstat_on;
+
+/* Records a finished episode (lockstat; only called when w->t_begin != 0). */
+void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_kind kind,
+			 unsigned flags, const void *site);
+
+static inline void kli_wait_begin(struct kli_wait *w)
+{
+	w->t_begin = 0;
+	w->phase = KLI_PHASE_NONE;
+	w->nspin = w->nsleep = 0;
+	w->spin_ns = w->sleep_ns = 0;
+	if (kl_unlikely(atomic_load_explicit(&kli_lockstat_on, memory_order_relaxed)))
+		w->t_begin = w->t_mark = kli_now_ns();
+}
+
+/* Charges the time since the last mark to the phase that is ending. */
+static inline void kli_wait_phase(struct kli_wait *w, uint8_t next)
+{
+	uint64_t now;
+
+	if (kl_likely(w->t_begin == 0))
+		return;
+	now = kli_now_ns();
+	if (w->phase == KLI_PHASE_SPIN)
+		w->spin_ns += now - w->t_mark;
+	else if (w->phase == KLI_PHASE_SLEEP)
+		w->sleep_ns += now - w->t_mark;
+	w->nspin += next == KLI_PHASE_SPIN;
+	w->nsleep += next == KLI_PHASE_SLEEP;
+	w->phase = next;
+	w->t_mark = now;
+}
+
+static inline void kli_wait_spin(struct kli_wait *w)
+{
+	if (w->phase != KLI_PHASE_SPIN)
+		kli_wait_phase(w, KLI_PHASE_SPIN);
+}
+
+static inline void kli_wait_sleep(struct kli_wait *w)
+{
+	kli_wait_phase(w, KLI_PHASE_SLEEP);
+}
+
+static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_kind kind,
+				unsigned flags, const void *site)
+{
+	if (kl_likely(w->t_begin == 0))
+		return;
+	kli_wait_phase(w, KLI_PHASE_NONE);
+	kli_lockstat_record(w, lock, kind, flags, site);
+}
+
+#endif /* KL_HOOKS_H */

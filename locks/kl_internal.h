@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/kl_internal.h - private to libklock: compiler shims, the substrate's internal
+ * interfaces (time, environment, reporting), and the naming rule.
+ *
+ * Naming: public symbols are kl_* (marked KL_API, exported); internal ones are kli_* and
+ * stay hidden (-fvisibility=hidden). tests/ link the static library and may call kli_*.
+ */
+#ifndef KL_INTERNAL_H
+#define KL_INTERNAL_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <klock/config.h>
+#include <klock/compiler.h>
+#include "kl_arch.h"
+
+#define KL_NOINLINE __attribute__((noinline))
+#define KL_ALWAYS_INLINE inline __attribute__((always_inline))
+#define KL_COLD __attribute__((cold))
+#define kl_likely(x) __builtin_expect(!!(x), 1)
+#define kl_unlikely(x) __builtin_expect(!!(x), 0)
+/* Align (and so pad) a hot object to its own false-sharing unit. */
+#define KL_PADDED KL_ALIGNED(KL_ARCH_PAD)
+#define KL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Compiler-only barrier: the light half of an asymmetric pair, or a loop re-read. */
+#define kli_barrier() atomic_signal_fence(memory_order_seq_cst)
+
+#define KLI_NSEC_PER_SEC 1000000000ull
+
+/* ---- library start-up (locks/init.c) ---------------------------------------------- */
+
+/* Runs the one-time initialisation (environment, rseq probe, membarrier registration).
+ * Called from the library constructor and, for static links whose constructor has not
+ * run yet, from first use. Idempotent and thread-safe. */
+void kli_init(void);
+
+/* True when the environment variable is set to a value other than "" or "0". Only
+ * meaningful for the KLOCK_* switches listed in README.md. */
+bool kli_env_flag(const char *name);
+
+/* ---- time (locks/clock.c) ---------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC now, in nanoseconds. */
+uint64_t kli_now_ns(void);
+
+/* A timespec that kl_* timed calls accept: tv_sec >= 0 and tv_nsec in [0, 1e9). */
+static inline bool kli_timespec_valid(const struct timespec *ts)
+{
+	return ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < (long)KLI_NSEC_PER_SEC;
+}
+
+static inline uint64_t kli_timespec_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * KLI_NSEC_PER_SEC + (uint64_t)ts->tv_nsec;
+}
+
+/* True when the absolute CLOCK_MONOTONIC deadline (may be NULL = never) has passed. */
+bool kli_deadline_passed(const struct timespec *abstime);
+
+/* kl_arch_cycles() <-> nanoseconds, calibrated once at init (identity where the arch
+ * counter already counts nanoseconds). Used for time-based spin budgets. */
+uint64_t kli_ns_to_cycles(uint64_t ns);
+uint64_t kli_cycles_to_ns(uint64_t cycles);
+
+/* ---- reporting (locks/report.c) ---------------------------------------------------- */
+
+/*
+ * Report a contract violation found by a debug build (-Ddebug_locks) or an instrument:
+ *   "klock: <what>: <kind> <name or address> from <caller symbol+off> [(<detail>)]"
+ * Then warns or aborts: KLOCK_ON_ERROR=abort|warn (default abort in debug builds, so tests
+ * that plant errors set warn). Thread-safe; never takes a klock lock.
+ */
+void kli_report(const char *what, const char *kind, const void *lock, const void *caller,
+		const char *detail);
+
+/* Format "sym+0xoff (object)" for a code address into buf (dladdr based). */
+void kli_symbolize(const void *addr, char *buf, size_t len);
+
+/* Number of reports made so far (tests count them). */
+unsigned long kli_report_count(void);
+
+#endif /* KL_INTERNAL_H */

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/names.c - the lock-name side table: address -> copied string.
+ *
+ * Hashed chains under one wordlock. Names are looked up only when something is reported
+ * or printed, so a single lock is plenty; set/forget happen at init/destroy time.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <klock/names.h>
+#include "kl_internal.h"
+#include "names_impl.h"
+#include "wordlock.h"
+
+/* Chains in the table (power of two). */
+#define NAME_BUCKETS 256u
+/* Fibonacci hashing multiplier (2^64 / golden ratio). */
+#define FIB_MULT 0x9e3779b97f4a7c15ull
+
+struct name_entry {
+	struct name_entry *next;
+	const void *lock;
+	char name[];
+};
+
+static struct name_entry *name_table[NAME_BUCKETS];
+static _Atomic unsigned long name_count;
+static struct kli_wordlock name_lock = KLI_WORDLOCK_INIT;
+
+static unsigned name_bucket(const void *lock)
+{
+	return (unsigned)(((uint64_t)(uintptr_t)lock * FIB_MULT) >> 56) & (NAME_BUCKETS - 1);
+}
+
+/* Unlinks and returns the entry for @lock; caller holds name_lock. */
+static struct name_entry *name_unlink(const void *lock)
+{
+	struct name_entry **pp = &name_table[name_bucket(lock)], *e;
+
+	for (; (e = *pp) != NULL; pp = &e->next) {
+		if (e->lock == lock) {
+			*pp = e->next;
+			atomic_fetch_sub_explicit(&name_count, 1, memory_order_relaxed);
+			return e;
+		}
+	}
+	return NULL;
+}
+
+int kl_lock_set_name(const void *lock, const char *name)
+{
+	struct name_entry *e = NULL, *old;
+
+	if (name != NULL) {
+		size_t n = strlen(name) + 1;
+
+		e = malloc(sizeof(*e) + n);
+		if (e == NULL)
+			return ENOMEM;
+		e->lock = lock;
+		memcpy(e->name, name, n);
+	}
+	kli_wordlock_lock(&name_lock);
+	old = name_unlink(lock);
+	if (e != NULL) {
+		unsigned b = name_bucket(lock);
+
+		e->next = name_table[b];
+		name_table[b] = e;
+		atomic_fetch_add_explicit(&name_count, 1, memory_order_relaxed);
+	}
+	kli_wordlock_unlock(&name_lock);
+	free(old);
+	return 0;
+}
+
+size_t kl_lock_get_name(const void *lock, char *buf, size_t len)
+{
+	const struct name_entry *e;
+	size_t n = 0;
+
+	if (buf != NULL && len > 0)
+		buf[0] = '\0';
+	if (atomic_load_explicit(&name_count, memory_order_relaxed) == 0)
+		return 0;
+	kli_wordlock_lock(&name_lock);
+	for (e = name_table[name_bucket(lock)]; e != NULL; e = e->next) {
+		if (e->lock == lock) {
+			n = strlen(e->name);
+			if (buf != NULL && len > 0) {
+				size_t c = n < len - 1 ? n : len - 1;
+
+				memcpy(buf, e->name, c);
+				buf[c] = '\0';
+			}
+			break;
+		}
+	}
+	kli_wordlock_unlock(&name_lock);
+	return n;
+}
+
+void kli_lock_forget(const void *lock)
+{
+	struct name_entry *e;
+
+	if (atomic_load_explicit(&name_count, memory_order_relaxed) == 0)
+		return;
+	kli_wordlock_lock(&name_lock);
+	e = name_unlink(lock);
+	kli_wordlock_unlock(&name_lock);
+	free(e);
+}
+
+void kli_lock_describe(const void *lock, const char *kind, char *buf, size_t len)
+{
+	char name[96];
+
+	if (kl_lock_get_name(lock, name, sizeof(name)) > 0)
+		snprintf(buf, len, "%s \"%s\" (%p)", kind, name, lock);
+	else
+		snprintf(buf, len, "%s %p", kind, lock);
+}

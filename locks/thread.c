@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/thread.c - the thread registry (see thread.h for the contract).
+ *
+ * Publication: a new record is fully initialised, then pushed on the registry list with a
+ * release CAS (R1); scanners load the head with acquire (R2) and follow all_next, which is
+ * written before publication and never changes. Recycling: the exit path clears `live`
+ * (release, R3) after the exit hooks ran; reuse sets it again before the record's owner
+ * touches any lock. Free-list pushes and pops are under a wordlock (no ABA to argue).
+ *
+ * Thread exit: a pthread key whose value is the record; its destructor runs the exit
+ * hooks and recycles the record. If a later destructor of the program takes a klock lock,
+ * kli_self() attaches again and the key is re-armed (POSIX re-runs destructors, up to
+ * PTHREAD_DESTRUCTOR_ITERATIONS rounds). The main thread's record is never recycled.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "thread.h"
+#include "wordlock.h"
+
+/* Subsystems that can register exit hooks. */
+#define MAX_EXIT_HOOKS 8
+
+__thread struct kli_thread *kli_tls_self __attribute__((tls_model("initial-exec")));
+
+static _Atomic(struct kli_thread *) all_head;
+static _Atomic unsigned all_count;
+static struct kli_thread *free_head;
+static struct kli_wordlock free_lock = KLI_WORDLOCK_INIT;
+
+static kli_thread_exit_fn exit_hooks[MAX_EXIT_HOOKS];
+static _Atomic unsigned exit_hook_count;
+
+static pthread_key_t self_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void thread_detach(void *arg);
+
+/* fork() child: only the forking thread survives. Recycle every other record (their
+ * owners do not exist here) and reset the free-list lock, which another thread may have
+ * held at the fork. */
+static void atfork_child(void)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	atomic_store_explicit(&free_lock.v, 0, memory_order_relaxed);
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
+		if (t == self || !atomic_load_explicit(&t->live, memory_order_relaxed))
+			continue;
+		atomic_store_explicit(&t->live, false, memory_order_relaxed);
+		t->free_next = free_head;
+		free_head = t;
+	}
+}
+
+static void key_init(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+	if (pthread_key_create(&self_key, thread_detach) != 0) {
+		fputs("klock: pthread_key_create failed\n", stderr);
+		abort();
+	}
+}
+
+static struct kli_thread *record_alloc(void)
+{
+	struct kli_thread *t = aligned_alloc(KL_ARCH_PAD, sizeof(*t));
+	struct kli_thread *head;
+
+	if (t == NULL) {
+		fputs("klock: out of memory for a thread record\n", stderr);
+		abort();
+	}
+	memset(t, 0, sizeof(*t));
+	t->index = atomic_fetch_add_explicit(&all_count, 1, memory_order_relaxed);
+	head = atomic_load_explicit(&all_head, memory_order_relaxed);
+	do {
+		t->all_next = head;
+	} while (!atomic_compare_exchange_weak_explicit(&all_head, &head, t,
+							memory_order_release, /* R1 */
+							memory_order_relaxed));
+	return t;
+}
+
+static struct kli_thread *record_get(void)
+{
+	struct kli_thread *t;
+
+	kli_wordlock_lock(&free_lock);
+	t = free_head;
+	if (t != NULL)
+		free_head = t->free_next;
+	kli_wordlock_unlock(&free_lock);
+	return t != NULL ? t : record_alloc();
+}
+
+struct kli_thread *kli_thread_attach(void)
+{
+	struct kli_thread *t;
+
+	kli_init();
+	pthread_once(&key_once, key_init);
+	t = record_get();
+	t->tid = (pid_t)syscall(SYS_gettid);
+	t->free_next = NULL;
+	atomic_store_explicit(&t->live, true, memory_order_release);
+	kli_tls_self = t;
+	pthread_setspecific(self_key, t);
+	return t;
+}
+
+static void thread_detach(void *arg)
+{
+	struct kli_thread *t = arg;
+	unsigned n = atomic_load_explicit(&exit_hook_count, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++)
+		exit_hooks[i](t);
+	kli_tls_self = NULL;
+	atomic_store_explicit(&t->live, false, memory_order_release); /* R3 */
+	kli_wordlock_lock(&free_lock);
+	t->free_next = free_head;
+	free_head = t;
+	kli_wordlock_unlock(&free_lock);
+}
+
+struct kli_thread *kli_thread_first(void)
+{
+	return atomic_load_explicit(&all_head, memory_order_acquire); /* R2: pairs with R1 */
+}
+
+unsigned kli_thread_count(void)
+{
+	return atomic_load_explicit(&all_count, memory_order_relaxed);
+}
+
+void kli_thread_on_exit(kli_thread_exit_fn fn)
+{
+	unsigned i;
+
+	kli_wordlock_lock(&free_lock);
+	i = atomic_load_explicit(&exit_hook_count, memory_order_relaxed);
+	for (unsigned j = 0; j < i; j++) {
+		if (exit_hooks[j] == fn) {
+			kli_wordlock_unlock(&free_lock);
+			return;
+		}
+	}
+	if (i >= MAX_EXIT_HOOKS) {
+		fputs("klock: too many thread exit hooks\n", stderr);
+		abort();
+	}
+	exit_hooks[i] = fn;
+	atomic_store_explicit(&exit_hook_count, i + 1, memory_order_release);
+	kli_wordlock_unlock(&free_lock);
+}

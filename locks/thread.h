@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/thread.h - the thread registry: one record per thread that has used klock.
+ *
+ * A record is created on a thread's first use of something that needs it (kli_self()),
+ * found through an initial-exec TLS pointer (two instructions), and recycled when the
+ * thread exits (pthread key destructor). Records are TYPE-STABLE: once allocated they are
+ * never freed, only reused by later threads, and they stay on the registry list for good.
+ * So a scanner (an rmlock writer looking for readers, a lockstat report merging per-thread
+ * buffers) may walk the list and read any record at any time while threads come and go;
+ * it sees `live` false for a recycled record. The owner word of a mutex holds a record
+ * pointer; records are aligned to KL_ARCH_PAD, so the low bits are free for flags.
+ *
+ * Subsystems that need per-thread state keep it in this struct (one section each), so a
+ * single scan sees everything and exit hooks find it in one place.
+ */
+#ifndef KL_THREAD_H
+#define KL_THREAD_H
+
+#include <sys/types.h>
+
+#include "kl_internal.h"
+
+struct kli_thread {
+	/* -- parking lot (locks/park.c); all fields under the bucket lock but park_state */
+	_Atomic uint32_t park_state;    /* futex word: KLI_PARK_WAITING while queued */
+	uint32_t park_pad;
+	struct kli_thread *park_next;   /* FIFO queue link in the bucket */
+	_Atomic(const void *) park_key; /* address parked on; changes only under its bucket lock */
+	uintptr_t park_token;           /* value handed over by the unparker */
+	uint64_t park_since;            /* kli_now_ns() when it parked (fairness) */
+
+	/* -- registry */
+	struct kli_thread *all_next;    /* registry list; never unlinked */
+	struct kli_thread *free_next;   /* free list link while not live */
+	_Atomic bool live;              /* a running thread owns this record */
+	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
+	pid_t tid;                      /* kernel thread id of the current owner */
+} KL_PADDED;
+
+/* The calling thread's record, or NULL before its first kli_self(). */
+extern __thread struct kli_thread *kli_tls_self
+	__attribute__((tls_model("initial-exec")));
+
+/* Creates and registers the calling thread's record. Aborts only if memory runs out. */
+struct kli_thread *kli_thread_attach(void);
+
+/* The calling thread's record, created on first use. */
+static KL_ALWAYS_INLINE struct kli_thread *kli_self(void)
+{
+	struct kli_thread *t = kli_tls_self;
+
+	if (kl_likely(t != NULL))
+		return t;
+	return kli_thread_attach();
+}
+
+/* Head of the registry list (acquire: a record's fields are initialised before it is
+ * published). Walk with t->all_next; records are never removed. */
+struct kli_thread *kli_thread_first(void);
+
+/* Records ever allocated: an upper bound on kli_thread.index + 1. */
+unsigned kli_thread_count(void);
+
+/* Called in a thread's exit path, before its record is recycled, for every subsystem that
+ * registered (witness: locks held at exit; lockstat: flush). Register at init time. */
+typedef void (*kli_thread_exit_fn)(struct kli_thread *self);
+void kli_thread_on_exit(kli_thread_exit_fn fn);
+
+#endif /* KL_THREAD_H */

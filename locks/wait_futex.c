@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/wait_futex.c - kl_wait()/kl_wake() on Linux futex(2).
+ *
+ * FUTEX_WAIT_BITSET with FUTEX_BITSET_MATCH_ANY is FUTEX_WAIT with an ABSOLUTE timeout,
+ * measured on CLOCK_MONOTONIC (no FUTEX_CLOCK_REALTIME): exactly kl_wait()'s contract, and
+ * a retry after EINTR keeps the same deadline instead of restarting a relative one.
+ * Process-private (FUTEX_PRIVATE_FLAG): the kernel hashes by (mm, address), skipping the
+ * shared-mapping lookup. The kernel's compare-and-sleep is atomic against FUTEX_WAKE on the
+ * same word, which is what makes "load state, decide to sleep, kl_wait(old)" race-free.
+ */
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <klock/wait.h>
+#include "kl_internal.h"
+
+static long sys_futex(const volatile void *addr, int op, uint32_t val,
+		      const struct timespec *ts, uint32_t val3)
+{
+	return syscall(SYS_futex, addr, op, val, ts, NULL, val3);
+}
+
+int kl_wait(const _Atomic uint32_t *addr, uint32_t expected, const struct timespec *abstime)
+{
+	int saved = errno, ret = 0;
+
+	if (abstime != NULL && !kli_timespec_valid(abstime))
+		return EINVAL;
+	for (;;) {
+		if (atomic_load_explicit(addr, memory_order_relaxed) != expected)
+			break;
+		if (sys_futex(addr, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, abstime,
+			      FUTEX_BITSET_MATCH_ANY) == 0)
+			break;
+		if (errno == EINTR)
+			continue;       /* a signal handler ran: same deadline, wait again */
+		if (errno == ETIMEDOUT)
+			ret = ETIMEDOUT;
+		break;                  /* EAGAIN: *addr != expected when the kernel looked */
+	}
+	errno = saved;
+	return ret;
+}
+
+int kl_wake(const _Atomic uint32_t *addr, int n)
+{
+	int saved = errno;
+	long r = sys_futex(addr, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, (uint32_t)n, NULL, 0);
+
+	errno = saved;
+	return r < 0 ? 0 : (int)r;
+}
+
+const char *kl_wait_backend(void)
+{
+	return "futex";
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * tests/kltest.h - what every cmocka test file shares: cmocka's includes, thread helpers,
+ * a start barrier, deadlines, and scaled iteration counts.
+ *
+ * Scale: KLTEST_SCALE (env, default 1) multiplies iteration counts, so CI stages under
+ * sanitizers/qemu/valgrind can run smaller (KLTEST_SCALE is read as a float: 0.1 works).
+ */
+#ifndef KLTEST_H
+#define KLTEST_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define KLT_NSEC_PER_SEC 1000000000ll
+/* Most threads any test starts at once. */
+#define KLT_MAX_THREADS 64
+
+static inline int64_t klt_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * KLT_NSEC_PER_SEC + ts.tv_nsec;
+}
+
+/* Absolute CLOCK_MONOTONIC deadline @ms milliseconds from now. */
+static inline struct timespec klt_deadline_ms(int64_t ms)
+{
+	int64_t t = klt_now_ns() + ms * 1000000ll;
+	struct timespec ts = { .tv_sec = t / KLT_NSEC_PER_SEC, .tv_nsec = t % KLT_NSEC_PER_SEC };
+
+	return ts;
+}
+
+static inline void klt_sleep_ms(int64_t ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Iteration count scaled by KLTEST_SCALE (never below 1). */
+static inline long klt_scaled(long n)
+{
+	const char *s = getenv("KLTEST_SCALE");
+	double f = s != NULL ? atof(s) : 1.0;
+	long v = (long)((double)n * (f > 0 ? f : 1.0));
+
+	return v > 0 ? v : 1;
+}
+
+/* A reusable start line: every thread waits until all have arrived. */
+struct klt_barrier {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int count, arrived, generation;
+};
+
+static inline void klt_barrier_init(struct klt_barrier *b, int count)
+{
+	pthread_mutex_init(&b->m, NULL);
+	pthread_cond_init(&b->c, NULL);
+	b->count = count;
+	b->arrived = 0;
+	b->generation = 0;
+}
+
+static inline void klt_barrier_wait(struct klt_barrier *b)
+{
+	pthread_mutex_lock(&b->m);
+	int gen = b->generation;
+
+	if (++b->arrived == b->count) {
+		b->arrived = 0;
+		b->generation++;
+		pthread_cond_broadcast(&b->c);
+	} else {
+		while (gen == b->generation)
+			pthread_cond_wait(&b->c, &b->m);
+	}
+	pthread_mutex_unlock(&b->m);
+}
+
+/* Start @n threads running fn(arg_i) where arg_i = (char *)args + i * stride; join them. */
+static inline void klt_run_threads(int n, void *(*fn)(void *), void *args, size_t stride)
+{
+	pthread_t t[KLT_MAX_THREADS];
+
+	assert_true(n <= KLT_MAX_THREADS);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * stride), 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+}
+
+#endif /* KLTEST_H */

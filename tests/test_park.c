@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* tests/test_park.c - the queueing parking lot and the internal wordlock. */
+#include "kltest.h"
+#include "park.h"
+#include "wordlock.h"
+
+#define PARKERS 3
+
+struct parker {
+	const void *key;
+	struct timespec deadline;
+	bool timed;
+	enum kli_park_result res;
+	uintptr_t token;
+	int data_seen;
+	const int *data;
+};
+
+static void *park_thread(void *arg)
+{
+	struct parker *p = arg;
+	struct kli_park_req req = { .key = p->key, .abstime = p->timed ? &p->deadline : NULL };
+
+	p->res = kli_park(&req, &p->token);
+	if (p->data != NULL)
+		p->data_seen = *p->data;
+	return NULL;
+}
+
+/* Parks threads one by one (so their queue order is known) on @key. */
+static void park_in_order(pthread_t *t, struct parker *p, int n, const void *key)
+{
+	for (int i = 0; i < n; i++) {
+		p[i] = (struct parker){ .key = key };
+		assert_int_equal(pthread_create(&t[i], NULL, park_thread, &p[i]), 0);
+		while (kli_park_queued(key) != (unsigned)i + 1)
+			klt_sleep_ms(1);
+	}
+}
+
+static uintptr_t token_seq(const struct kli_unpark_result *r, void *arg)
+{
+	int *next = arg;
+
+	return r->unparked ? (uintptr_t)(100 + (*next)++) : 0;
+}
+
+static void test_park_wakes_in_fifo_order(void **state)
+{
+	static int key;
+	struct parker p[PARKERS];
+	pthread_t t[PARKERS];
+	int next = 0;
+
+	park_in_order(t, p, PARKERS, &key);
+	for (int i = 0; i < PARKERS; i++)
+		assert_true(kli_unpark_one(&key, token_seq, &next));
+	for (int i = 0; i < PARKERS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(p[i].res, KLI_PARK_UNPARKED);
+		assert_int_equal(p[i].token, 100 + i); /* i-th to park got the i-th token */
+	}
+}
+
+static bool say_no(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+static void test_park_refused_by_validate_does_not_queue(void **state)
+{
+	static int key;
+	struct kli_park_req req = { .key = &key, .validate = say_no };
+	uintptr_t tok = 42;
+
+	assert_int_equal(kli_park(&req, &tok), KLI_PARK_INVALID);
+	assert_int_equal(kli_park_queued(&key), 0);
+}
+
+static void test_park_timeout_dequeues(void **state)
+{
+	static int key;
+	struct parker p = { .key = &key, .timed = true, .deadline = klt_deadline_ms(40) };
+	int64_t t0 = klt_now_ns();
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, park_thread, &p), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(p.res, KLI_PARK_TIMEDOUT);
+	assert_true(klt_now_ns() - t0 >= 40 * 1000000ll);
+	assert_int_equal(kli_park_queued(&key), 0);
+	assert_false(kli_unpark_one(&key, NULL, NULL));
+}
+
+struct seen { bool unparked[3], more[3]; int n; };
+
+static uintptr_t record_result(const struct kli_unpark_result *r, void *arg)
+{
+	struct seen *s = arg;
+
+	s->unparked[s->n] = r->unparked;
+	s->more[s->n] = r->more;
+	s->n++;
+	return 0;
+}
+
+static void test_unpark_reports_whether_more_wait(void **state)
+{
+	static int key, other;
+	struct parker p[3];
+	pthread_t t[3];
+	struct seen s = { 0 };
+
+	park_in_order(t, p, 2, &key);
+	/* A thread on another key in the same table must not count as "more". */
+	p[2] = (struct parker){ .key = &other };
+	assert_int_equal(pthread_create(&t[2], NULL, park_thread, &p[2]), 0);
+	while (kli_park_queued(&other) != 1)
+		klt_sleep_ms(1);
+	for (int i = 0; i < 3; i++)
+		kli_unpark_one(&key, record_result, &s);
+	assert_true(s.unparked[0] && s.more[0]);
+	assert_true(s.unparked[1] && !s.more[1]);
+	assert_true(!s.unparked[2] && !s.more[2]);
+	kli_unpark_all(&other, 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+}
+
+struct rq { unsigned woken, moved; };
+
+static void note_requeue(unsigned woken, unsigned moved, void *arg)
+{
+	struct rq *r = arg;
+
+	r->woken = woken;
+	r->moved = moved;
+}
+
+static void test_requeue_wakes_one_and_moves_the_rest(void **state)
+{
+	static int from, to;
+	struct parker p[PARKERS];
+	pthread_t t[PARKERS];
+	struct rq r = { 0 };
+
+	park_in_order(t, p, PARKERS, &from);
+	assert_int_equal(kli_unpark_requeue(&from, &to, 1, 7, note_requeue, &r), 1);
+	assert_int_equal(r.woken, 1);
+	assert_int_equal(r.moved, PARKERS - 1);
+	pthread_join(t[0], NULL);
+	assert_int_equal(p[0].token, 7);
+	assert_int_equal(kli_park_queued(&from), 0);
+	assert_int_equal(kli_park_queued(&to), PARKERS - 1);
+	assert_int_equal(kli_unpark_all(&to, 9), PARKERS - 1);
+	for (int i = 1; i < PARKERS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(p[i].res, KLI_PARK_UNPARKED);
+		assert_int_equal(p[i].token, 9);
+	}
+}
+
+static void test_requeued_waiter_can_still_time_out(void **state)
+{
+	static int from, to;
+	struct parker p = { .key = &from, .timed = true, .deadline = klt_deadline_ms(80) };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, park_thread, &p), 0);
+	while (kli_park_queued(&from) != 1)
+		klt_sleep_ms(1);
+	assert_int_equal(kli_unpark_requeue(&from, &to, 0, 0, NULL, NULL), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(p.res, KLI_PARK_TIMEDOUT);
+	assert_int_equal(kli_park_queued(&to), 0);
+	assert_int_equal(kli_park_queued(&from), 0);
+}
+
+static int handoff_data;
+
+static uintptr_t publish_data(const struct kli_unpark_result *r, void *arg)
+{
+	handoff_data = 1234; /* written before K1, read by the wakee after K2 */
+	return 1;
+}
+
+static void test_unpark_publishes_writes_to_the_wakee(void **state)
+{
+	static int key;
+	struct parker p = { .key = &key, .data = &handoff_data };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, park_thread, &p), 0);
+	while (kli_park_queued(&key) != 1)
+		klt_sleep_ms(1);
+	kli_unpark_one(&key, publish_data, NULL);
+	pthread_join(t, NULL);
+	assert_int_equal(p.data_seen, 1234);
+}
+
+/* ---- wordlock: mutual exclusion under contention (CK-style counter) ---- */
+#define WL_THREADS 4
+
+static struct kli_wordlock wl = KLI_WORDLOCK_INIT;
+static long wl_counter;
+static long wl_iters;
+
+static void *wordlock_thread(void *arg)
+{
+	for (long i = 0; i < wl_iters; i++) {
+		kli_wordlock_lock(&wl);
+		long v = wl_counter;
+		for (int k = 0; k < 5; k++)
+			__asm__ __volatile__("" ::: "memory");
+		wl_counter = v + 1;
+		kli_wordlock_unlock(&wl);
+	}
+	return NULL;
+}
+
+static void test_wordlock_excludes_under_contention(void **state)
+{
+	int dummy[WL_THREADS];
+
+	wl_iters = klt_scaled(100000);
+	wl_counter = 0;
+	klt_run_threads(WL_THREADS, wordlock_thread, dummy, sizeof(dummy[0]));
+	assert_int_equal(wl_counter, wl_iters * WL_THREADS);
+	assert_true(kli_wordlock_trylock(&wl));
+	assert_false(kli_wordlock_trylock(&wl));
+	kli_wordlock_unlock(&wl);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_park_wakes_in_fifo_order),
+		cmocka_unit_test(test_park_refused_by_validate_does_not_queue),
+		cmocka_unit_test(test_park_timeout_dequeues),
+		cmocka_unit_test(test_unpark_reports_whether_more_wait),
+		cmocka_unit_test(test_requeue_wakes_one_and_moves_the_rest),
+		cmocka_unit_test(test_requeued_waiter_can_still_time_out),
+		cmocka_unit_test(test_unpark_publishes_writes_to_the_wakee),
+		cmocka_unit_test(test_wordlock_excludes_under_contention),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

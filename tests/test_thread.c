@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* tests/test_thread.c - the thread registry: per-thread records, recycling, scanning. */
+#include "kltest.h"
+#include "thread.h"
+
+#define CHURN_ROUNDS 50
+#define CHURN_WIDTH 4
+
+static void *record_of_thread(void *arg)
+{
+	struct kli_thread **out = arg;
+
+	*out = kli_self();
+	assert_ptr_equal(kli_self(), *out);   /* stable within the thread */
+	assert_true(atomic_load(&(*out)->live));
+	return NULL;
+}
+
+static void test_thread_record_is_per_thread(void **state)
+{
+	struct kli_thread *mine = kli_self(), *theirs = NULL;
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, record_of_thread, &theirs), 0);
+	pthread_join(t, NULL);
+	assert_non_null(theirs);
+	assert_ptr_not_equal(mine, theirs);
+	assert_true(((uintptr_t)mine % KL_ARCH_PAD) == 0);  /* owner words use the low bits */
+}
+
+static bool registry_contains(const struct kli_thread *r)
+{
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
+		if (t == r)
+			return true;
+	return false;
+}
+
+static void test_thread_records_are_recycled_after_exit(void **state)
+{
+	struct kli_thread *seen[CHURN_ROUNDS];
+	unsigned before;
+	pthread_t t;
+
+	/* Warm up: one record on the free list. */
+	assert_int_equal(pthread_create(&t, NULL, record_of_thread, &seen[0]), 0);
+	pthread_join(t, NULL);
+	before = kli_thread_count();
+	for (int i = 0; i < CHURN_ROUNDS; i++) {
+		assert_int_equal(pthread_create(&t, NULL, record_of_thread, &seen[i]), 0);
+		pthread_join(t, NULL);
+		assert_true(registry_contains(seen[i]));
+		assert_false(atomic_load(&seen[i]->live));
+	}
+	/* Sequential threads reuse records instead of allocating new ones. */
+	assert_true(kli_thread_count() <= before + 1);
+}
+
+static _Atomic bool churn_stop;
+static _Atomic long scans;
+
+static void *scanner(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&churn_stop)) {
+		unsigned n = 0, bound = kli_thread_count();
+
+		for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
+			n++;
+		assert_true(n <= bound + CHURN_WIDTH); /* list is finite and well-formed */
+		atomic_fetch_add(&scans, 1);
+	}
+	return NULL;
+}
+
+static void *churner(void *arg)
+{
+	struct kli_thread *r = kli_self();
+
+	assert_true(registry_contains(r));   /* a scanner can always find a live record */
+	return arg;
+}
+
+static void test_thread_registry_scan_survives_churn(void **state)
+{
+	pthread_t s, t[CHURN_WIDTH];
+
+	atomic_store(&churn_stop, false);
+	assert_int_equal(pthread_create(&s, NULL, scanner, NULL), 0);
+	for (int r = 0; r < CHURN_ROUNDS; r++) {
+		for (int i = 0; i < CHURN_WIDTH; i++)
+			assert_int_equal(pthread_create(&t[i], NULL, churner, NULL), 0);
+		for (int i = 0; i < CHURN_WIDTH; i++)
+			pthread_join(t[i], NULL);
+	}
+	atomic_store(&churn_stop, true);
+	pthread_join(s, NULL);
+	assert_true(atomic_load(&scans) > 0);
+}
+
+static _Atomic int exits_seen;
+static struct kli_thread *_Atomic exited_record;
+
+static void count_exit(struct kli_thread *self)
+{
+	atomic_fetch_add(&exits_seen, 1);
+	atomic_store(&exited_record, self);
+}
+
+static void test_thread_exit_hook_sees_the_exiting_record(void **state)
+{
+	struct kli_thread *r = NULL;
+	pthread_t t;
+
+	kli_thread_on_exit(count_exit);
+	kli_thread_on_exit(count_exit); /* registering twice runs it once */
+	atomic_store(&exits_seen, 0);
+	assert_int_equal(pthread_create(&t, NULL, record_of_thread, &r), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&exits_seen), 1);
+	assert_ptr_equal(atomic_load(&exited_record), r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_thread_record_is_per_thread),
+		cmocka_unit_test(test_thread_records_are_recycled_after_exit),
+		cmocka_unit_test(test_thread_registry_scan_survives_churn),
+		cmocka_unit_test(test_thread_exit_hook_sees_the_exiting_record),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
