@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * bench/klock-info.c - what klock found on this machine, and what its substrate costs here:
+ * the topology, the CPU-index source, the fence mode, and the price of the operations
+ * every lock's slow path is built from (heavy fence, wake with nobody waiting, wait on a
+ * changed value, a wait/wake ping-pong between two threads).
+ *
+ *   klock-info            one table, about a second
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <klock/klock.h>
+
+#define NSEC_PER_SEC 1000000000.0
+/* Iterations per measured operation. */
+#define OPS 20000
+#define PINGPONGS 20000
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / NSEC_PER_SEC;
+}
+
+static _Atomic int sibling_stop;
+
+static void *spin_sibling(void *arg)
+{
+	while (!atomic_load_explicit(&sibling_stop, memory_order_relaxed))
+		;
+	return arg;
+}
+
+static double ns_per(double t0, long n)
+{
+	return (now_s() - t0) * NSEC_PER_SEC / (double)n;
+}
+
+static double heavy_fence_ns(void)
+{
+	double t0 = now_s();
+
+	for (long i = 0; i < OPS; i++)
+		kl_fence_heavy();
+	return ns_per(t0, OPS);
+}
+
+static _Atomic uint32_t ping;
+
+static void *pong(void *arg)
+{
+	for (uint32_t i = 1; i <= PINGPONGS; i++) {
+		while (atomic_load(&ping) != 2 * i - 1)
+			kl_wait(&ping, 2 * i - 2, NULL);
+		atomic_store(&ping, 2 * i);
+		kl_wake(&ping, 1);
+	}
+	return arg;
+}
+
+static double pingpong_ns(void)
+{
+	pthread_t t;
+	double t0 = now_s();
+
+	pthread_create(&t, NULL, pong, NULL);
+	for (uint32_t i = 1; i <= PINGPONGS; i++) {
+		atomic_store(&ping, 2 * i - 1);
+		kl_wake(&ping, 1);
+		while (atomic_load(&ping) != 2 * i)
+			kl_wait(&ping, 2 * i - 1, NULL);
+	}
+	pthread_join(t, NULL);
+	return ns_per(t0, PINGPONGS);
+}
+
+int main(void)
+{
+	const struct kl_topology *t = kl_topology();
+	_Atomic uint32_t word = 0;
+	pthread_t sib;
+	double t0, fence_alone, fence_busy;
+
+	printf("klock %s  arch=%s  wait=%s\n", kl_version(), KLOCK_ARCH, kl_wait_backend());
+	printf("topology (%s): %u possible / %u online / %u allowed CPUs, %u cores, "
+	       "%u packages, %u NUMA nodes, %u-byte lines\n", t->source, t->possible_cpus,
+	       t->online_cpus, t->allowed_cpus, t->cores, t->packages, t->numa_nodes,
+	       t->cache_line);
+	printf("cpu index: %s (this thread on CPU %u, slot %u)\n", kl_cpu_source(),
+	       kl_cpu_current(), kl_cpu_slot());
+	printf("fence pair: %s\n\n", kl_fence_asymmetric()
+	       ? "asymmetric (compiler barrier / membarrier PRIVATE_EXPEDITED)"
+	       : "symmetric fallback (full fence on both sides)");
+
+	fence_alone = heavy_fence_ns();
+	pthread_create(&sib, NULL, spin_sibling, NULL);
+	fence_busy = heavy_fence_ns();
+	atomic_store(&sibling_stop, 1);
+	pthread_join(sib, NULL);
+
+	printf("%-44s %10s\n", "operation", "ns/op");
+	printf("%-44s %10.1f\n", "heavy fence, no other thread running", fence_alone);
+	printf("%-44s %10.1f\n", "heavy fence, one sibling thread spinning", fence_busy);
+	t0 = now_s();
+	for (long i = 0; i < OPS; i++)
+		kl_fence_light();
+	printf("%-44s %10.1f\n", "light fence", ns_per(t0, OPS));
+	t0 = now_s();
+	for (long i = 0; i < OPS; i++)
+		kl_wake(&word, 1);
+	printf("%-44s %10.1f\n", "kl_wake, nobody waiting", ns_per(t0, OPS));
+	t0 = now_s();
+	for (long i = 0; i < OPS; i++)
+		kl_wait(&word, 1, NULL);
+	printf("%-44s %10.1f\n", "kl_wait, value already changed", ns_per(t0, OPS));
+	printf("%-44s %10.1f\n", "wait/wake ping-pong, one way", pingpong_ns() / 2);
+	return 0;
+}
