@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * bench/lockops/lockops.h - one adapter per lock, described once, driven by both klbench
+ * (bench/) and kltorture (tests/torture/). The Linux locktorture ops table, extended with
+ * what a benchmark and a torture test need to know about a lock.
+ *
+ * An adapter file (one per lock family: klock_<prim>.c, pthread.c, ck.c, urcu.c, busted.c)
+ * defines `static const struct lockops` values and registers each with LOCKOPS_REGISTER;
+ * registration runs from a constructor, so the drivers link this library whole and find
+ * adapters by name. Peers (pthread, ck, urcu) are compiled only where their library exists.
+ *
+ * Calling convention: the driver allocates `size` bytes for the lock (aligned to
+ * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of per-acquisition state that is
+ * passed to the lock call and to the matching unlock call (an MCS node, an rmlock
+ * tracker, a pcpu_rwsem slot token). Exclusive-only locks leave the read_* members NULL:
+ * drivers then use the write side for readers too.
+ */
+#ifndef LOCKOPS_H
+#define LOCKOPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+/* Alignment the drivers give lock objects (two cache lines: no false sharing with data). */
+#define LOCKOPS_ALIGN 128
+
+/* Flags. */
+#define LOCKOPS_RW (1u << 0)            /* has a real shared (read) side */
+#define LOCKOPS_SPIN (1u << 1)          /* never sleeps: waiters spin (or yield) */
+#define LOCKOPS_NO_EXCLUSION (1u << 2)  /* readers do not exclude writers (urcu read side:
+                                         * a floor, not a lock); torture skips it */
+#define LOCKOPS_BUSTED (1u << 3)        /* deliberately broken: drivers must catch it */
+#define LOCKOPS_READ_BIASED (1u << 4)   /* cheap readers, expensive writers (rmlock ...) */
+#define LOCKOPS_NO_RECURSE_READ (1u << 5) /* a read lock must not be nested */
+
+struct lockops {
+	const char *name;      /* "kl_mutex", "pthread_mutex", "ck_brlock", ... */
+	const char *family;    /* "klock", "pthread", "ck", "urcu", "test" */
+	const char *summary;   /* one line for `klbench list` */
+	unsigned flags;
+	size_t size;           /* bytes of lock state */
+	size_t tsize;          /* bytes of per-thread, per-acquisition state (0: none) */
+
+	int (*init)(void *lock);                 /* 0 or an errno */
+	void (*destroy)(void *lock);
+	void (*thread_enter)(void *lock);        /* before a thread's first use (NULL ok) */
+	void (*thread_leave)(void *lock);        /* before the thread exits (NULL ok) */
+
+	void (*write_lock)(void *lock, void *ts);
+	void (*write_unlock)(void *lock, void *ts);
+	bool (*write_trylock)(void *lock, void *ts);                    /* NULL: none */
+	int (*write_timedlock)(void *lock, void *ts, const struct timespec *abs); /* NULL */
+
+	void (*read_lock)(void *lock, void *ts);                         /* NULL: exclusive */
+	void (*read_unlock)(void *lock, void *ts);
+	bool (*read_trylock)(void *lock, void *ts);                      /* NULL: none */
+	int (*read_timedlock)(void *lock, void *ts, const struct timespec *abs); /* NULL */
+};
+
+void lockops_register(const struct lockops *ops);
+
+/* Registered adapters, sorted by family (klock first) then name. */
+size_t lockops_count(void);
+const struct lockops *lockops_at(size_t i);
+const struct lockops *lockops_find(const char *name);
+
+#define LOCKOPS_REGISTER(ops)                                                        \
+	__attribute__((constructor)) static void lockops_reg_##ops(void)             \
+	{                                                                            \
+		lockops_register(&(ops));                                            \
+	}
+
+#endif /* LOCKOPS_H */

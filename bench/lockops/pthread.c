@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* bench/lockops/pthread.c - glibc's locks: the baselines (and torture's controls). */
+#include <errno.h>
+#include <pthread.h>
+
+#include "lockops.h"
+
+static int mutex_init(void *l)
+{
+	return pthread_mutex_init(l, NULL);
+}
+
+static int mutex_adaptive_init(void *l)
+{
+	pthread_mutexattr_t a;
+	int r;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+	r = pthread_mutex_init(l, &a);
+	pthread_mutexattr_destroy(&a);
+	return r;
+}
+
+static void mutex_destroy(void *l)
+{
+	pthread_mutex_destroy(l);
+}
+
+static void mutex_lock(void *l, void *ts)
+{
+	(void)ts;
+	pthread_mutex_lock(l);
+}
+
+static void mutex_unlock(void *l, void *ts)
+{
+	(void)ts;
+	pthread_mutex_unlock(l);
+}
+
+static bool mutex_trylock(void *l, void *ts)
+{
+	(void)ts;
+	return pthread_mutex_trylock(l) == 0;
+}
+
+static int mutex_timedlock(void *l, void *ts, const struct timespec *abs)
+{
+	(void)ts;
+	return pthread_mutex_clocklock(l, CLOCK_MONOTONIC, abs);
+}
+
+static const struct lockops pthread_mutex_ops = {
+	.name = "pthread_mutex",
+	.family = "pthread",
+	.summary = "glibc pthread_mutex_t, default type (futex, no spinning)",
+	.size = sizeof(pthread_mutex_t),
+	.init = mutex_init,
+	.destroy = mutex_destroy,
+	.write_lock = mutex_lock,
+	.write_unlock = mutex_unlock,
+	.write_trylock = mutex_trylock,
+	.write_timedlock = mutex_timedlock,
+};
+LOCKOPS_REGISTER(pthread_mutex_ops)
+
+static const struct lockops pthread_mutex_adaptive_ops = {
+	.name = "pthread_mutex_adaptive",
+	.family = "pthread",
+	.summary = "glibc PTHREAD_MUTEX_ADAPTIVE_NP (bounded spin, then futex)",
+	.size = sizeof(pthread_mutex_t),
+	.init = mutex_adaptive_init,
+	.destroy = mutex_destroy,
+	.write_lock = mutex_lock,
+	.write_unlock = mutex_unlock,
+	.write_trylock = mutex_trylock,
+	.write_timedlock = mutex_timedlock,
+};
+LOCKOPS_REGISTER(pthread_mutex_adaptive_ops)
+
+static int rw_init(void *l)
+{
+	return pthread_rwlock_init(l, NULL);
+}
+
+static void rw_destroy(void *l)
+{
+	pthread_rwlock_destroy(l);
+}
+
+static void rw_wrlock(void *l, void *ts)
+{
+	(void)ts;
+	pthread_rwlock_wrlock(l);
+}
+
+static void rw_rdlock(void *l, void *ts)
+{
+	(void)ts;
+	pthread_rwlock_rdlock(l);
+}
+
+static void rw_unlock(void *l, void *ts)
+{
+	(void)ts;
+	pthread_rwlock_unlock(l);
+}
+
+static bool rw_trywrlock(void *l, void *ts)
+{
+	(void)ts;
+	return pthread_rwlock_trywrlock(l) == 0;
+}
+
+static bool rw_tryrdlock(void *l, void *ts)
+{
+	(void)ts;
+	return pthread_rwlock_tryrdlock(l) == 0;
+}
+
+static int rw_timedwrlock(void *l, void *ts, const struct timespec *abs)
+{
+	(void)ts;
+	return pthread_rwlock_clockwrlock(l, CLOCK_MONOTONIC, abs);
+}
+
+static int rw_timedrdlock(void *l, void *ts, const struct timespec *abs)
+{
+	(void)ts;
+	return pthread_rwlock_clockrdlock(l, CLOCK_MONOTONIC, abs);
+}
+
+static const struct lockops pthread_rwlock_ops = {
+	.name = "pthread_rwlock",
+	.family = "pthread",
+	.summary = "glibc pthread_rwlock_t, default (reader-preferring, one shared counter)",
+	.flags = LOCKOPS_RW,
+	.size = sizeof(pthread_rwlock_t),
+	.init = rw_init,
+	.destroy = rw_destroy,
+	.write_lock = rw_wrlock,
+	.write_unlock = rw_unlock,
+	.write_trylock = rw_trywrlock,
+	.write_timedlock = rw_timedwrlock,
+	.read_lock = rw_rdlock,
+	.read_unlock = rw_unlock,
+	.read_trylock = rw_tryrdlock,
+	.read_timedlock = rw_timedrdlock,
+};
+LOCKOPS_REGISTER(pthread_rwlock_ops)
+
+static int spin_init(void *l)
+{
+	return pthread_spin_init(l, PTHREAD_PROCESS_PRIVATE);
+}
+
+static void spin_destroy(void *l)
+{
+	pthread_spin_destroy(l);
+}
+
+static void spin_lock(void *l, void *ts)
+{
+	(void)ts;
+	pthread_spin_lock(l);
+}
+
+static void spin_unlock(void *l, void *ts)
+{
+	(void)ts;
+	pthread_spin_unlock(l);
+}
+
+static bool spin_trylock(void *l, void *ts)
+{
+	(void)ts;
+	return pthread_spin_trylock(l) == 0;
+}
+
+static const struct lockops pthread_spin_ops = {
+	.name = "pthread_spin",
+	.family = "pthread",
+	.summary = "glibc pthread_spinlock_t (test-and-set, spins forever)",
+	.flags = LOCKOPS_SPIN,
+	.size = sizeof(pthread_spinlock_t),
+	.init = spin_init,
+	.destroy = spin_destroy,
+	.write_lock = spin_lock,
+	.write_unlock = spin_unlock,
+	.write_trylock = spin_trylock,
+};
+LOCKOPS_REGISTER(pthread_spin_ops)
