@@ -148,6 +148,7 @@ bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg)
 	if (t != NULL) {
 		queue_unlink(b, prev, t);
 		r.unparked = true;
+		r.thread = t;
 		r.waited_ns = kli_now_ns() - t->park_since;
 		for (u = prev != NULL ? prev->park_next : b->head; u != NULL; u = u->park_next)
 			if (key_of(u) == key) {
@@ -213,8 +214,9 @@ unsigned kli_unpark_requeue(const void *from, const void *to, unsigned nwake, ui
 			    kli_requeue_fn fn, void *arg)
 {
 	struct park_bucket *bf = bucket_of(from), *bt = bucket_of(to);
-	struct kli_thread *prev = NULL, *t, *next;
+	struct kli_thread *prev = NULL, *t, *next, *wake_list = NULL;
 	unsigned woken = 0, moved = 0;
+	uint64_t now = kli_now_ns();
 
 	lock_two(bf, bt);
 	for (t = bf->head; t != NULL; t = next) {
@@ -225,17 +227,27 @@ unsigned kli_unpark_requeue(const void *from, const void *to, unsigned nwake, ui
 		}
 		queue_unlink(bf, prev, t);
 		if (woken < nwake) {
-			release_parked(t, token);
-			kl_wake(&t->park_state, 1);
+			/* Dequeued but still WAITING: collected (park_next is free now) and
+			 * released only after fn ran, so what fn publishes is there before
+			 * any of them can run (kl_cond sets the mutex's PARKED bit). */
+			t->park_next = wake_list;
+			wake_list = t;
 			woken++;
 		} else {
 			atomic_store_explicit(&t->park_key, to, memory_order_relaxed);
+			t->park_since = now;
 			queue_append(bt, t);
 			moved++;
 		}
 	}
 	if (fn != NULL)
 		fn(woken, moved, arg);
+	for (t = wake_list; t != NULL; t = next) {
+		next = t->park_next;
+		t->park_next = NULL;
+		release_parked(t, token);
+		kl_wake(&t->park_state, 1); /* under the locks, as in kli_unpark_all() */
+	}
 	unlock_two(bf, bt);
 	return woken;
 }

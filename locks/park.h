@@ -42,13 +42,17 @@ struct kli_park_req {
 };
 
 /* Queue the calling thread on req->key (if validate agrees) and sleep until unparked or the
- * deadline passes. Signals do not interrupt it. */
+ * deadline passes. Signals do not interrupt it. After KLI_PARK_TIMEDOUT the caller's
+ * record says which queue it left: self->park_key (req->key, unless a requeue moved it). */
 enum kli_park_result kli_park(const struct kli_park_req *req, uintptr_t *token);
 
 struct kli_unpark_result {
 	bool unparked;       /* a thread was dequeued and will wake */
 	bool more;           /* other threads remain queued on the key */
 	uint64_t waited_ns;  /* how long the dequeued thread has waited (since its since_ns) */
+	struct kli_thread *thread; /* the dequeued thread's record (NULL when none): a hand-off
+	                            * can name the new owner before it wakes; fields that thread
+	                            * wrote before parking are visible (bucket lock) */
 };
 
 /* Runs under the bucket lock once the dequeue is decided; returns the token to hand over. */
@@ -61,12 +65,15 @@ bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg);
 /* Wake every thread queued on @key, handing each @token. Returns how many. */
 unsigned kli_unpark_all(const void *key, uintptr_t token);
 
-/* Runs under both bucket locks after a requeue: how many were woken and moved. */
+/* Runs under both bucket locks after a requeue, before any woken thread is released (so
+ * what it publishes is visible to them): how many were woken and moved. */
 typedef void (*kli_requeue_fn)(unsigned woken, unsigned moved, void *arg);
 
 /* Wake up to @nwake threads queued on @from (handing them @token) and move the rest, in
- * order, to the tail of @to's queue without waking them. @fn (NULL ok) runs under both
- * bucket locks. Returns the number woken. @from != @to. */
+ * order, to the tail of @to's queue without waking them. A moved thread's wait clock
+ * restarts (waited_ns on @to counts from the move: time spent on a condvar is not time
+ * spent starving on its mutex). @fn (NULL ok) runs under both bucket locks. Returns the
+ * number woken. @from != @to. */
 unsigned kli_unpark_requeue(const void *from, const void *to, unsigned nwake, uintptr_t token,
 			    kli_requeue_fn fn, void *arg);
 

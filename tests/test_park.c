@@ -199,6 +199,69 @@ static void test_unpark_publishes_writes_to_the_wakee(void **state)
 	assert_int_equal(p.data_seen, 1234);
 }
 
+static int requeue_data;
+
+static void publish_late(unsigned woken, unsigned moved, void *arg)
+{
+	klt_sleep_ms(20); /* a wakee released before this would read 0 */
+	requeue_data = 4321;
+}
+
+static void test_requeue_callback_runs_before_the_wakee_is_released(void **state)
+{
+	static int from, to;
+	struct parker p = { .key = &from, .data = &requeue_data };
+	pthread_t t;
+
+	requeue_data = 0;
+	assert_int_equal(pthread_create(&t, NULL, park_thread, &p), 0);
+	while (kli_park_queued(&from) != 1)
+		klt_sleep_ms(1);
+	assert_int_equal(kli_unpark_requeue(&from, &to, 1, 0, publish_late, NULL), 1);
+	pthread_join(t, NULL);
+	assert_int_equal(p.data_seen, 4321);
+}
+
+struct whom { struct kli_thread *thread; uint64_t waited_ns; };
+
+static uintptr_t note_whom(const struct kli_unpark_result *r, void *arg)
+{
+	struct whom *w = arg;
+
+	w->thread = r->thread;
+	w->waited_ns = r->waited_ns;
+	return 0;
+}
+
+struct self_parker { struct parker p; _Atomic(struct kli_thread *) rec; };
+
+static void *park_thread_self(void *arg)
+{
+	struct self_parker *sp = arg;
+
+	atomic_store(&sp->rec, kli_self());
+	return park_thread(&sp->p);
+}
+
+static void test_unpark_names_the_thread_and_requeue_restarts_its_clock(void **state)
+{
+	static int from, to;
+	struct self_parker sp = { .p = { .key = &from } };
+	struct whom w = { 0 };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, park_thread_self, &sp), 0);
+	while (kli_park_queued(&from) != 1)
+		klt_sleep_ms(1);
+	klt_sleep_ms(30);
+	assert_int_equal(kli_unpark_requeue(&from, &to, 0, 0, NULL, NULL), 0);
+	assert_true(kli_unpark_one(&to, note_whom, &w));
+	pthread_join(t, NULL);
+	assert_ptr_equal(w.thread, atomic_load(&sp.rec));
+	/* 30 ms on `from`, next to nothing on `to`: the clock restarted at the move. */
+	assert_true(w.waited_ns < 30 * 1000000ull);
+}
+
 /* ---- wordlock: mutual exclusion under contention (CK-style counter) ---- */
 #define WL_THREADS 4
 
@@ -242,6 +305,8 @@ int main(void)
 		cmocka_unit_test(test_requeue_wakes_one_and_moves_the_rest),
 		cmocka_unit_test(test_requeued_waiter_can_still_time_out),
 		cmocka_unit_test(test_unpark_publishes_writes_to_the_wakee),
+		cmocka_unit_test(test_requeue_callback_runs_before_the_wakee_is_released),
+		cmocka_unit_test(test_unpark_names_the_thread_and_requeue_restarts_its_clock),
 		cmocka_unit_test(test_wordlock_excludes_under_contention),
 	};
 

@@ -10,6 +10,12 @@
 #include <klock/wait.h>
 #include <klock/topology.h>
 #include <klock/fence.h>
+#include <klock/names.h>
+#include <klock/ticket.h>
+#include <klock/mcs.h>
+#include <klock/mutex.h>
+#include <klock/cond.h>
+#include <klock/rwlock.h>
 
 KL_BEGIN_DECLS
 

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/mcs.c - kl_mcs, the MCS queue spinlock with caller-owned nodes.
+ *
+ * What it is. Mellor-Crummey & Scott (1991), as in ck_spinlock_mcs and the queue half of
+ * Linux's qspinlock: the lock is a tail pointer; a locker appends its node with one
+ * exchange and, if it had a predecessor, links itself behind it and spins on its OWN
+ * node's flag. Unlock passes the lock to the successor by setting that flag, or swings
+ * the tail back to empty if there is none. One cache-line transfer per hand-over, however
+ * many wait.
+ *
+ * State:
+ *   tail          0 = free; else the last queued node (the holder's, when alone)
+ *   node.next     the successor's node, written by the successor once it has linked in
+ *   node.locked   set by the predecessor: the lock is ours
+ *   holder        debug builds only (locks/lockdebug.h)
+ * Invariant: the nodes from the holder's to tail form the FIFO of waiters, except for a
+ * successor between its exchange and its link store (C2): the holder's unlock waits for it.
+ *
+ * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
+ * runs. Waiters spin on a time budget and then yield, which lets the preempted thread get
+ * a CPU; the holder's unlock, waiting for a successor to finish linking in, does the same.
+ *
+ * Memory ordering:
+ *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
+ *       it from the last holder's release); release publishes our node's initialisation
+ *       to the successor that finds it through tail
+ *   C2  release store of prev.next = us    pairs with the predecessor's acquire load (C6)
+ *   C3  release CAS tail: us -> 0 (no successor)   pairs with C1 of the next locker
+ *   C4  acquire load of our locked flag    pairs with C5
+ *   C5  release store of the successor's locked flag: our critical section happens-before
+ *       the successor's
+ *   C6  acquire load of our next link in unlock    pairs with C2
+ *
+ * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over. Cons: a node per
+ * acquisition (caller-owned), a longer uncontended path than a ticket (exchange + CAS),
+ * FIFO convoys under preemption (mitigated by yielding), never sleeps.
+ */
+#include <klock/mcs.h>
+#include "hooks.h"
+#include "lockdebug.h"
+#include "spin.h"
+
+#define MCS_KIND KLI_KIND_MCS
+/* How long a waiter spins on its flag before yielding its CPU (then spins again). */
+#define MCS_SPIN_NS 20000u
+/* What kl_mcs_destroy() leaves in tail: not a node address (odd). */
+#define MCS_POISON ((uintptr_t)0xdeadbeefu)
+
+static struct kl_mcs_node *as_node(uintptr_t v)
+{
+	return (struct kl_mcs_node *)v;
+}
+
+static void mcs_node_init(struct kl_mcs_node *n)
+{
+	atomic_store_explicit(&n->next, 0, memory_order_relaxed);
+	atomic_store_explicit(&n->locked, 0, memory_order_relaxed);
+}
+
+static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
+				 struct kl_mcs_node *prev, const void *site)
+{
+	struct kli_wait w;
+	struct kli_spin s;
+
+	kli_wait_begin(&w);
+	kli_wait_spin(&w);
+	/* C2: release, pairs with C6 in the predecessor's unlock. */
+	atomic_store_explicit(&prev->next, (uintptr_t)n, memory_order_release);
+	kli_spin_start(&s, MCS_SPIN_NS);
+	while (!atomic_load_explicit(&n->locked, memory_order_acquire)) { /* C4: pairs with C5 */
+		if (!kli_spin_poll(&s)) {
+			kli_yield();
+			kli_spin_start(&s, MCS_SPIN_NS);
+		}
+	}
+	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
+}
+
+void kl_mcs_init(struct kl_mcs *l)
+{
+	atomic_store_explicit(&l->tail, 0, memory_order_relaxed);
+#if KLOCK_DEBUG_LOCKS
+	atomic_store_explicit(&l->holder, 0, memory_order_relaxed);
+#endif
+	kli_hook_created(l, MCS_KIND, KLI_HF_SPIN);
+}
+
+void kl_mcs_destroy(struct kl_mcs *l)
+{
+#if KLOCK_DEBUG_LOCKS
+	kli_dbg_destroy(&l->holder, l, MCS_KIND, __builtin_return_address(0));
+#endif
+	atomic_store_explicit(&l->tail, MCS_POISON, memory_order_relaxed);
+	kli_hook_destroyed(l, MCS_KIND);
+}
+
+void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *n)
+{
+	const void *site = __builtin_return_address(0);
+	struct kl_mcs_node *prev;
+
+	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN, site);
+#if KLOCK_DEBUG_LOCKS
+	if (!kli_dbg_lock_ok(&l->holder, l, MCS_KIND, site))
+		return;
+#endif
+	mcs_node_init(n);
+	/* C1: acq_rel, pairs with C3 (free lock) and with the successor's view of our node. */
+	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
+	if (kl_unlikely(prev != NULL))
+		mcs_wait(l, n, prev, site);
+#if KLOCK_DEBUG_LOCKS
+	kli_dbg_locked(&l->holder);
+#endif
+	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN, site);
+}
+
+bool kl_mcs_trylock(struct kl_mcs *l, struct kl_mcs_node *n)
+{
+	const void *site = __builtin_return_address(0);
+	uintptr_t expect = 0;
+	bool ok;
+
+	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY, site);
+	mcs_node_init(n);
+	/* C1 (try): acq_rel as in lock. */
+	ok = atomic_compare_exchange_strong_explicit(&l->tail, &expect, (uintptr_t)n,
+						     memory_order_acq_rel, memory_order_relaxed);
+#if KLOCK_DEBUG_LOCKS
+	if (ok)
+		kli_dbg_locked(&l->holder);
+	else if (expect == MCS_POISON)
+		kli_dbg_report("use after destroy", l, MCS_KIND, site);
+#endif
+	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), site);
+	return ok;
+}
+
+/* A successor swapped itself into tail but has not linked in yet: wait for C2. */
+static KL_NOINLINE struct kl_mcs_node *mcs_wait_next(struct kl_mcs_node *n)
+{
+	struct kli_spin s;
+	uintptr_t next;
+
+	kli_spin_start(&s, KLI_STALL_NS);
+	while ((next = atomic_load_explicit(&n->next, memory_order_acquire)) == 0) /* C6 */
+		kli_spin_stall(&s);
+	return as_node(next);
+}
+
+void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *n)
+{
+	const void *site = __builtin_return_address(0);
+	struct kl_mcs_node *next;
+
+	kli_hook_release(l, MCS_KIND, KLI_HF_SPIN, site);
+#if KLOCK_DEBUG_LOCKS
+	if (!kli_dbg_unlock_ok(&l->holder, l, MCS_KIND, site))
+		return;
+#endif
+	next = as_node(atomic_load_explicit(&n->next, memory_order_acquire)); /* C6 */
+	if (next == NULL) {
+		uintptr_t expect = (uintptr_t)n;
+
+		/* C3: release, pairs with C1 of the next locker. */
+		if (atomic_compare_exchange_strong_explicit(&l->tail, &expect, 0,
+							    memory_order_release,
+							    memory_order_relaxed)) {
+			kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
+			return;
+		}
+		next = mcs_wait_next(n);
+	}
+	atomic_store_explicit(&next->locked, 1, memory_order_release); /* C5: pairs with C4 */
+	kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
+}
+
+bool kl_mcs_is_locked(const struct kl_mcs *l)
+{
+	return atomic_load_explicit(&l->tail, memory_order_relaxed) != 0;
+}
