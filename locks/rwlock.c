@@ -153,21 +153,30 @@ static int rw_read_try(struct kl_rwlock *rw, struct kli_thread *self, memory_ord
 	}
 }
 
-/* Drops one read hold (after misuse checks). R2. */
-static void rw_read_release(struct kl_rwlock *rw, const void *site)
+/* After R2 took away a hold from word @old: misuse, or the last reader out while a
+ * writer sleeps. */
+static KL_NOINLINE void rw_read_released_slow(struct kl_rwlock *rw, uintptr_t old,
+					      const void *site)
 {
-	/* R2: release (seq_cst: SB with S2, then we read wwait). */
-	uintptr_t old = atomic_fetch_sub_explicit(&rw->word, RW_RD_ONE, memory_order_seq_cst);
-
-	if (kl_unlikely((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE)) {
+	if ((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) {
 		atomic_fetch_add_explicit(&rw->word, RW_RD_ONE, memory_order_relaxed); /* undo */
 		rw_report(rw, (old & RW_DESTROYED) ? "use after destroy"
 						   : "read unlock of a lock not read-held", site);
 		return;
 	}
-	if ((old & ~RW_FLAGS) == RW_RD_ONE &&
-	    atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)
-		rw_wake_writer(rw); /* last reader out, a writer sleeps */
+	rw_wake_writer(rw); /* last reader out, a writer sleeps */
+}
+
+/* Drops one read hold. R2; the slow cases are tail calls. */
+static KL_ALWAYS_INLINE void rw_read_release(struct kl_rwlock *rw, const void *site)
+{
+	/* R2: release (seq_cst: SB with S2, then we read wwait). */
+	uintptr_t old = atomic_fetch_sub_explicit(&rw->word, RW_RD_ONE, memory_order_seq_cst);
+
+	if (kl_unlikely((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) ||
+	    ((old & ~RW_FLAGS) == RW_RD_ONE &&
+	     kl_unlikely(atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)))
+		rw_read_released_slow(rw, old, site);
 }
 
 /* A counted sleeper leaves the count. Claims a grant if one is pending (then it holds
@@ -249,8 +258,8 @@ static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct k
 	return rw_read_leave(rw, err == 0, false, site) ? 0 : err;
 }
 
-static KL_NOINLINE int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime,
-				    unsigned flags, const void *site)
+static int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime, unsigned flags,
+			const void *site)
 {
 	struct kli_thread *self = kli_self();
 	struct kli_wait w;
@@ -266,25 +275,29 @@ static KL_NOINLINE int rw_read_slow(struct kl_rwlock *rw, const struct timespec 
 	return err;
 }
 
-static KL_ALWAYS_INLINE int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime,
-					 const void *site)
+/* The read fast path: CAS count+1 while nothing blocks readers (R1). True if entered. */
+static KL_ALWAYS_INLINE bool rw_read_fast(struct kl_rwlock *rw)
 {
-	unsigned flags = KLI_HF_READ | (abstime != NULL ? KLI_HF_TRY : 0);
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
-	int err = 0;
 
-	kli_hook_acquire(rw, RW_KIND, flags, site);
-	for (;;) {
-		if (kl_unlikely(v & RW_RD_BLOCK)) {
-			err = rw_read_slow(rw, abstime, flags, site);
-			break;
-		}
+	while (kl_likely(!(v & RW_RD_BLOCK))) {
 		/* R1: acquire, pairs with the last writer's W2/G3. */
 		if (kl_likely(atomic_compare_exchange_weak_explicit(&rw->word, &v, v + RW_RD_ONE,
 								    memory_order_acquire,
 								    memory_order_relaxed)))
-			break;
+			return true;
 	}
+	return false;
+}
+
+static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, const void *site)
+{
+	unsigned flags = KLI_HF_READ | (abstime != NULL ? KLI_HF_TRY : 0);
+	int err = 0;
+
+	kli_hook_acquire(rw, RW_KIND, flags, site);
+	if (!rw_read_fast(rw))
+		err = rw_read_slow(rw, abstime, flags, site);
 	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
 }
@@ -380,9 +393,8 @@ static int rw_write_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct 
 	return err;
 }
 
-static KL_NOINLINE int rw_write_slow(struct kl_rwlock *rw, struct kli_thread *self,
-				     const struct timespec *abstime, unsigned flags,
-				     const void *site)
+static int rw_write_slow(struct kl_rwlock *rw, struct kli_thread *self,
+			 const struct timespec *abstime, unsigned flags, const void *site)
 {
 	struct kli_wait w;
 	int err;
@@ -397,20 +409,25 @@ static KL_NOINLINE int rw_write_slow(struct kl_rwlock *rw, struct kli_thread *se
 	return err;
 }
 
-static KL_ALWAYS_INLINE int rw_write_lock(struct kl_rwlock *rw, const struct timespec *abstime,
-					  const void *site)
+/* The write fast path: CAS 0 -> self|WRLOCK (W1). */
+static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, struct kli_thread *self)
+{
+	uintptr_t v = 0;
+
+	/* W1: acquire, pairs with W2 and R2. */
+	return atomic_compare_exchange_strong_explicit(&rw->word, &v, (uintptr_t)self | RW_WRLOCK,
+						       memory_order_acquire, memory_order_relaxed);
+}
+
+static int rw_write_lock(struct kl_rwlock *rw, const struct timespec *abstime,
+			 const void *site)
 {
 	struct kli_thread *self = kli_self();
 	unsigned flags = abstime != NULL ? KLI_HF_TRY : 0;
-	uintptr_t v = 0;
 	int err = 0;
 
 	kli_hook_acquire(rw, RW_KIND, flags, site);
-	/* W1: acquire, pairs with W2 and R2. */
-	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(&rw->word, &v,
-								  (uintptr_t)self | RW_WRLOCK,
-								  memory_order_acquire,
-								  memory_order_relaxed)))
+	if (!rw_write_fast(rw, self))
 		err = rw_write_slow(rw, self, abstime, flags, site);
 	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
@@ -473,13 +490,20 @@ static KL_NOINLINE void rw_write_unlock_slow(struct kl_rwlock *rw, struct kli_th
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 
-	if (rw_owner(v) != self || (v & RW_DESTROYED)) {
+	if (self == NULL || rw_owner(v) != self || (v & RW_DESTROYED))
 		rw_report(rw, (v & RW_DESTROYED) ? "use after destroy"
 			      : (v & RW_WRLOCK) ? "unlock by a thread that does not own the lock"
 						: "write unlock of a lock not write-held", site);
-		return;
-	}
-	rw_write_leave(rw, v, 0);
+	else
+		rw_write_leave(rw, v, 0);
+	kli_hook_released(rw, RW_KIND, 0);
+}
+
+/* A sleeper counted itself while we released (S1/S2 pairs): wake whoever it is. */
+static KL_NOINLINE void rw_write_unlocked_slow(struct kl_rwlock *rw)
+{
+	rw_wake_after(rw, 0, 0);
+	kli_hook_released(rw, RW_KIND, 0);
 }
 
 /* ---- exported ------------------------------------------------------------------------------ */
@@ -518,13 +542,23 @@ int kl_rwlock_destroy(struct kl_rwlock *rw)
 	return 0;
 }
 
+static KL_NOINLINE void rw_read_lock_contended(struct kl_rwlock *rw, const void *site)
+{
+	int err = rw_read_slow(rw, NULL, KLI_HF_READ, site);
+
+	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ | (err != 0 ? KLI_HF_FAILED : 0), site);
+	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
+		rw_report(rw, rw_lock_misuse(err), site);
+}
+
 void kl_rwlock_read_lock(struct kl_rwlock *rw)
 {
-	const void *site = __builtin_return_address(0);
-	int err = rw_read_lock(rw, NULL, site);
-
-	if (kl_unlikely(err != 0))
-		rw_report(rw, rw_lock_misuse(err), site);
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, __builtin_return_address(0));
+	if (kl_likely(rw_read_fast(rw))) {
+		kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, __builtin_return_address(0));
+		return;
+	}
+	rw_read_lock_contended(rw, __builtin_return_address(0));
 }
 
 bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
@@ -563,13 +597,28 @@ void kl_rwlock_read_unlock(struct kl_rwlock *rw)
 	kli_hook_released(rw, RW_KIND, KLI_HF_READ);
 }
 
+static KL_NOINLINE void rw_write_lock_contended(struct kl_rwlock *rw, const void *site)
+{
+	struct kli_thread *self = kli_self();
+	int err = 0;
+
+	if (!rw_write_fast(rw, self))
+		err = rw_write_slow(rw, self, NULL, 0, site);
+	kli_hook_acquired(rw, RW_KIND, err != 0 ? KLI_HF_FAILED : 0, site);
+	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
+		rw_report(rw, rw_lock_misuse(err), site);
+}
+
 void kl_rwlock_write_lock(struct kl_rwlock *rw)
 {
-	const void *site = __builtin_return_address(0);
-	int err = rw_write_lock(rw, NULL, site);
+	struct kli_thread *self = kli_tls_self;
 
-	if (kl_unlikely(err != 0))
-		rw_report(rw, rw_lock_misuse(err), site);
+	kli_hook_acquire(rw, RW_KIND, 0, __builtin_return_address(0));
+	if (kl_likely(self != NULL) && kl_likely(rw_write_fast(rw, self))) {
+		kli_hook_acquired(rw, RW_KIND, 0, __builtin_return_address(0));
+		return;
+	}
+	rw_write_lock_contended(rw, __builtin_return_address(0));
 }
 
 bool kl_rwlock_write_trylock(struct kl_rwlock *rw)
@@ -600,22 +649,24 @@ int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *absti
 
 void kl_rwlock_write_unlock(struct kl_rwlock *rw)
 {
-	const void *site = __builtin_return_address(0);
-	struct kli_thread *self = kli_self();
+	struct kli_thread *self = kli_tls_self;
 	uintptr_t v = (uintptr_t)self | RW_WRLOCK;
 
-	kli_hook_release(rw, RW_KIND, 0, site);
+	kli_hook_release(rw, RW_KIND, 0, __builtin_return_address(0));
 	/* W2: release (seq_cst: SB with S1/S2, then we read the counts). With sleepers we
 	 * take the slow path to hand the lock to the readers instead of releasing it. */
-	if (kl_likely(atomic_load_explicit(&rw->rwait, memory_order_relaxed) == 0 &&
-		      atomic_compare_exchange_strong_explicit(&rw->word, &v, 0,
-							      memory_order_seq_cst,
-							      memory_order_relaxed))) {
-		if (kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
-				atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0))
-			rw_wake_after(rw, 0, 0); /* S1/S2 pairs: a sleeper came meanwhile */
-	} else {
-		rw_write_unlock_slow(rw, self, site);
+	if (kl_unlikely(self == NULL) ||
+	    kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_relaxed) != 0) ||
+	    kl_unlikely(!atomic_compare_exchange_strong_explicit(&rw->word, &v, 0,
+								  memory_order_seq_cst,
+								  memory_order_relaxed))) {
+		rw_write_unlock_slow(rw, self, __builtin_return_address(0));
+		return;
+	}
+	if (kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
+			atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)) {
+		rw_write_unlocked_slow(rw);
+		return;
 	}
 	kli_hook_released(rw, RW_KIND, 0);
 }

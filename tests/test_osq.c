@@ -10,11 +10,14 @@ static _Atomic int heads;   /* threads that believe they are the head right now 
 static _Atomic long entered, cancelled;
 static long iters;
 
+static struct klt_barrier start;
+
 static void *osq_thread(void *arg)
 {
 	struct kli_thread *self = kli_self();
 	unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
 
+	klt_barrier_wait(&start);
 	for (long i = 0; i < iters; i++) {
 		struct kli_spin s;
 
@@ -31,7 +34,8 @@ static void *osq_thread(void *arg)
 			continue;
 		}
 		assert_int_equal(atomic_fetch_add(&heads, 1), 0);
-		for (int k = 0; k < 20; k++)
+		/* Stay head ~2 us, longer than the short budgets: they must cancel. */
+		for (uint64_t t0 = kli_now_ns(); kli_now_ns() - t0 < 2000;)
 			kl_arch_relax();
 		assert_int_equal(atomic_fetch_sub(&heads, 1), 1);
 		atomic_fetch_add(&entered, 1);
@@ -45,6 +49,7 @@ static void test_osq_one_head_at_a_time_with_cancellations(void **state)
 	int ids[NTHREADS];
 
 	iters = klt_scaled(10000);
+	klt_barrier_init(&start, NTHREADS);
 	klt_run_threads(NTHREADS, osq_thread, ids, sizeof(ids[0]));
 	print_message("heads %ld, cancelled %ld\n", atomic_load(&entered),
 		      atomic_load(&cancelled));
