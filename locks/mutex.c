@@ -71,8 +71,9 @@
 
 /* A sleeper that has waited this long is handed the lock (WebKit/parking_lot: ~1 ms). */
 #define MTX_HANDOFF_NS 1000000u
-/* ... or one woken this many times without winning (Linux hands off after one loss). */
-#define MTX_HANDOFF_LOSSES 1u
+/* ... or one woken this many times without winning (Linux: once; one more keeps the
+ * oversubscribed case from paying a wake-up latency per hand-off). */
+#define MTX_HANDOFF_LOSSES 2u
 /* Barging acquisitions past a polling spinner before a locker yields it the turn. */
 #define MTX_PASS_MAX 3
 /* How long a locker yielding its turn waits for the spinner to take the free lock. */

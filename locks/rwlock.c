@@ -12,18 +12,21 @@
  *
  * State word `word` (uintptr_t):
  *   bit 0  WRLOCK     write-held; bits 7..63 are then the writer's thread record
- *   bit 1  WRWANT     a writer sleeps (counted in wwait): new readers defer. A hint for
- *                     fairness only - every wake-up decision reads the counts - so it may
- *                     be stale: a reader that sees it with wwait == 0 clears it.
+ *   bit 1  WRWANT     a writer waits - spinning (counted in wspin; FreeBSD's
+ *                     WRITE_SPINNER) or asleep (counted in wwait): new readers defer, so
+ *                     the readers inside drain. A hint for fairness only - every wake-up
+ *                     decision reads the counts - so it may be stale: a reader that sees it
+ *                     with no writer counted clears it.
  *   bit 2  DESTROYED  poisoned by kl_rwlock_destroy()
  *   bits 3-6          always 0
  *   bits 7..63        reader count when WRLOCK is clear (RW_RD_ONE per reader)
  *   0 = free. Read fast path: CAS count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path:
  *   CAS 0 -> self|WRLOCK.
- * Side words: wwait (writers asleep or about to sleep), wseq (writers' futex word, bumped
- * per writer wake-up), rwait (low 32 bits: readers asleep or about to; high 32 bits: read
- * holds granted to them by a writer and not yet claimed), rseq (readers' futex word),
- * spin_ns (EWMA of successful spin times, spin.h).
+ * Side words: wwait (writers asleep or about to sleep), wspin (writers spinning), wseq
+ * (writers' futex word, bumped per writer wake-up), rwait (low 32 bits: readers asleep or
+ * about to; high 32 bits: read holds granted to them by a writer and not yet claimed), rseq
+ * (readers' futex word), spin_ns (EWMA of successful spin times, spin.h). Sleepers and
+ * spinners are counted apart so that a wake-up system call is made only for a sleeper.
  *
  * Invariants.
  *   I1 Wake-ups never depend on WRWANT: a sleeper counts itself (S1/S2) before its last
@@ -36,8 +39,9 @@
  *      holds (G4) before returning: grants == holds, none leaked, none double-spent.
  *      grants <= sleeping readers always, and every counted reader checks for a grant
  *      before it sleeps and after every wake-up, so every grant is claimed.
- *   I3 Bounds (no starvation either side): a sleeping writer sets WRWANT, so new readers
- *      wait and the readers inside drain; the last one out wakes a writer. A writer's
+ *   I3 Bounds (no starvation either side): a waiting writer sets WRWANT, so new readers
+ *      wait (spinning, then asleep) and the readers inside drain; the last one out wakes a
+ *      sleeping writer (a spinning one sees it). A writer's
  *      release grants every reader asleep at that moment before the next writer can get in.
  *      Writers among themselves barge (not FIFO); a writer woken and beaten retries.
  *
@@ -89,6 +93,13 @@ static inline struct kli_thread *rw_owner(uintptr_t v)
 	return (v & RW_WRLOCK) ? (struct kli_thread *)(v & ~RW_FLAGS) : NULL;
 }
 
+/* Writers waiting, spinning or asleep (relaxed: a hint for readers and for WRWANT). */
+static inline uint32_t rw_writers_waiting(const struct kl_rwlock *rw)
+{
+	return atomic_load_explicit(&rw->wwait, memory_order_relaxed) +
+	       atomic_load_explicit(&rw->wspin, memory_order_relaxed);
+}
+
 static inline uint32_t rw_sleepers(uint64_t s)
 {
 	return (uint32_t)s;
@@ -137,8 +148,8 @@ static int rw_read_try(struct kl_rwlock *rw, struct kli_thread *self, memory_ord
 		if (v & RW_WRLOCK)
 			return rw_owner(v) == self ? EDEADLK : EAGAIN;
 		if (v & RW_WRWANT) {
-			if (atomic_load_explicit(&rw->wwait, memory_order_relaxed) != 0)
-				return EAGAIN; /* defer to the sleeping writer (I3) */
+			if (rw_writers_waiting(rw) != 0)
+				return EAGAIN; /* defer to the waiting writer (I3) */
 			/* Stale (its writer left): clear it and look again. */
 			atomic_compare_exchange_weak_explicit(&rw->word, &v, v & ~RW_WRWANT,
 							      memory_order_relaxed,
@@ -212,22 +223,29 @@ static bool rw_read_leave(struct kl_rwlock *rw, bool entered, bool only_if_grant
 	return true;
 }
 
-/* Spins while a writer holds the lock. 0 once entered, or EAGAIN. */
+/* A writer holds the lock, or waits for it (the drain it needs is short). */
+static bool rw_read_blocked(const struct kl_rwlock *rw, uintptr_t v)
+{
+	return (v & RW_WRLOCK) || ((v & RW_WRWANT) && rw_writers_waiting(rw) != 0);
+}
+
+/* Spins while a writer holds or waits for the lock. 0 once entered, or EAGAIN. */
 static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w)
 {
 	uint64_t t0 = kl_arch_cycles();
 	struct kli_spin s;
-	uintptr_t v;
 	int err;
 
 	kli_wait_spin(w);
 	kli_spin_start(&s, kli_spin_budget(&rw->spin_ns));
 	do {
-		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
-		if (!(v & RW_WRLOCK))
-			break;
+		if (!rw_read_blocked(rw, atomic_load_explicit(&rw->word, memory_order_relaxed))) {
+			err = rw_read_try(rw, self, memory_order_relaxed);
+			if (err != EAGAIN)
+				break;
+		}
+		err = EAGAIN;
 	} while (kli_spin_backoff(&s));
-	err = (v & RW_WRLOCK) ? EAGAIN : rw_read_try(rw, self, memory_order_relaxed);
 	kli_spin_learn(&rw->spin_ns, err == 0, kli_cycles_to_ns(kl_arch_cycles() - t0));
 	return err;
 }
@@ -323,22 +341,32 @@ static int rw_write_try(struct kl_rwlock *rw, struct kli_thread *self, memory_or
 	}
 }
 
+/* Spins, counted in wspin and with WRWANT set so the readers inside drain (FreeBSD's
+ * WRITE_SPINNER, counted as OpenBSD counts sleepers). 0 once taken, or EAGAIN. */
 static int rw_write_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w)
 {
 	uint64_t t0 = kl_arch_cycles();
 	struct kli_spin s;
+	uintptr_t v;
 	int err;
 
 	kli_wait_spin(w);
 	kli_spin_start(&s, kli_spin_budget(&rw->spin_ns));
+	atomic_fetch_add_explicit(&rw->wspin, 1, memory_order_relaxed);
 	do {
-		if (!(atomic_load_explicit(&rw->word, memory_order_relaxed) & ~RW_WRWANT)) {
+		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+		if (!(v & ~RW_WRWANT)) {
 			err = rw_write_try(rw, self, memory_order_relaxed);
 			if (err != EAGAIN)
 				break;
+		} else if (!(v & (RW_WRWANT | RW_DESTROYED))) {
+			atomic_compare_exchange_weak_explicit(&rw->word, &v, v | RW_WRWANT,
+							      memory_order_relaxed,
+							      memory_order_relaxed);
 		}
 		err = EAGAIN;
 	} while (kli_spin_backoff(&s));
+	atomic_fetch_sub_explicit(&rw->wspin, 1, memory_order_relaxed);
 	kli_spin_learn(&rw->spin_ns, err == 0, kli_cycles_to_ns(kl_arch_cycles() - t0));
 	return err;
 }
@@ -352,6 +380,8 @@ static void rw_writer_gave_up(struct kl_rwlock *rw, uint32_t writers_left)
 		rw_wake_writer(rw); /* the wake-up we may have absorbed goes to another */
 		return;
 	}
+	if (atomic_load_explicit(&rw->wspin, memory_order_relaxed) != 0)
+		return; /* a spinning writer keeps WRWANT; it grants the sleepers later */
 	while ((v & RW_WRWANT) &&
 	       !atomic_compare_exchange_weak_explicit(&rw->word, &v, v & ~RW_WRWANT,
 						      memory_order_seq_cst, memory_order_relaxed))
@@ -477,7 +507,7 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
 	uintptr_t keep;
 
 	do { /* WRWANT only while writers sleep (a stale drop is harmless: I1) */
-		keep = atomic_load_explicit(&rw->wwait, memory_order_relaxed) ? (v & RW_WRWANT) : 0;
+		keep = rw_writers_waiting(rw) != 0 ? (v & RW_WRWANT) : 0;
 		/* W2 / G3: release (seq_cst: SB with S1/S2, then we read the counts). */
 	} while (!atomic_compare_exchange_weak_explicit(&rw->word, &v,
 							(holds + n) * RW_RD_ONE | keep,
@@ -516,6 +546,7 @@ void kl_rwlock_init(struct kl_rwlock *rw)
 	atomic_store_explicit(&rw->rwait, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->rseq, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->spin_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->wspin, 0, memory_order_relaxed);
 	kli_hook_created(rw, RW_KIND, 0);
 }
 
@@ -526,7 +557,7 @@ int kl_rwlock_destroy(struct kl_rwlock *rw)
 
 	if (v & RW_DESTROYED)
 		err = EINVAL;
-	else if ((v & ~RW_WRWANT) != 0 || atomic_load_explicit(&rw->wwait, memory_order_relaxed) ||
+	else if ((v & ~RW_WRWANT) != 0 || rw_writers_waiting(rw) != 0 ||
 		 atomic_load_explicit(&rw->rwait, memory_order_relaxed) ||
 		 !atomic_compare_exchange_strong_explicit(&rw->word, &v, RW_POISON,
 							  memory_order_relaxed,
