@@ -12,14 +12,23 @@
  * State:
  *   tail          0 = free; else the last queued node (the holder's, when alone)
  *   node.next     the successor's node, written by the successor once it has linked in
- *   node.locked   set by the predecessor: the lock is ours
+ *   node.locked   MCS_WAITING, MCS_SLEEPING (the waiter gave up spinning and sleeps on
+ *                 this word: whoever changes it must kl_wake() it), MCS_GRANTED (set by
+ *                 the predecessor: the lock is ours), MCS_HOLDER (we took it uncontended).
+ *                 GRANTED and HOLDER both say "this node's thread holds the lock", which
+ *                 its successor reads as "I am next" (a hint: correctness never rests on it)
  *   holder        debug builds only (locks/lockdebug.h)
  * Invariant: the nodes from the holder's to tail form the FIFO of waiters, except for a
  * successor between its exchange and its link store (C2): the holder's unlock waits for it.
  *
  * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
- * runs. Waiters spin on a time budget and then yield, which lets the preempted thread get
- * a CPU; the holder's unlock, waiting for a successor to finish linking in, does the same.
+ * runs, and spinning waiters burn the CPU the holder needs. So, as in the ticket lock
+ * (TWA): the waiter right behind the holder stays awake - it spins, then yields; waiters
+ * further back spin, then sleep on their own node's flag (a futex word only they and their
+ * predecessor touch). A thread that becomes the holder wakes its successor if it sleeps,
+ * so the successor is awake again by the time its turn comes, and the hand-over itself
+ * wakes a successor that still sleeps. Directed wake-ups only, never a herd. The holder's
+ * unlock, waiting for a successor to finish linking in, polls and then yields.
  *
  * Memory ordering:
  *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
@@ -28,22 +37,61 @@
  *   C2  release store of prev.next = us    pairs with the predecessor's acquire load (C6)
  *   C3  release CAS tail: us -> 0 (no successor)   pairs with C1 of the next locker
  *   C4  acquire load of our locked flag    pairs with C5
- *   C5  release store of the successor's locked flag: our critical section happens-before
- *       the successor's
+ *   C5  release exchange of the successor's locked flag: our critical section happens-
+ *       before the successor's; the old value says whether it sleeps (then kl_wake). The
+ *       waiter's CAS WAITING -> SLEEPING and this exchange are RMWs on one word, so exactly
+ *       one of "it sees GRANTED and does not sleep" / "we see SLEEPING and wake it" happens
  *   C6  acquire load of our next link in unlock    pairs with C2
  *
- * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over. Cons: a node per
- * acquisition (caller-owned), a longer uncontended path than a ticket (exchange + CAS),
- * FIFO convoys under preemption (mitigated by yielding), never sleeps.
+ * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
+ * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
+ * (exchange + CAS), FIFO convoys under preemption: each hand-over to a sleeper costs a
+ * wake-up latency that a barging lock would not pay.
  */
 #include <klock/mcs.h>
+#include <klock/wait.h>
 #include "hooks.h"
 #include "lockdebug.h"
 #include "spin.h"
 
 #define MCS_KIND KLI_KIND_MCS
-/* How long a waiter spins on its flag before yielding its CPU (then spins again). */
+/* How long a waiter spins on its flag before it sleeps on it. */
 #define MCS_SPIN_NS 20000u
+
+/* node.locked values. */
+#define MCS_WAITING 0u
+#define MCS_GRANTED 1u
+#define MCS_SLEEPING 2u
+#define MCS_HOLDER 3u
+
+/* Does @prev's thread hold the lock (so we are next)? A hint. */
+static bool mcs_prev_holds(struct kl_mcs_node *prev)
+{
+	uint32_t v = atomic_load_explicit(&prev->locked, memory_order_relaxed);
+
+	return v == MCS_GRANTED || v == MCS_HOLDER;
+}
+
+/* We hold the lock: if our successor already sleeps, wake it now, so it is awake when
+ * our unlock hands over (its wake-up overlaps our critical section). */
+static KL_NOINLINE void mcs_prewake(struct kl_mcs_node *next)
+{
+	uint32_t v = MCS_SLEEPING;
+
+	if (atomic_compare_exchange_strong_explicit(&next->locked, &v, MCS_WAITING,
+						    memory_order_relaxed, memory_order_relaxed))
+		kl_wake(&next->locked, 1);
+}
+
+static inline void mcs_check_successor(struct kl_mcs_node *n)
+{
+	struct kl_mcs_node *next = (struct kl_mcs_node *)atomic_load_explicit(
+		&n->next, memory_order_acquire); /* C6 */
+
+	if (kl_unlikely(next != NULL) &&
+	    atomic_load_explicit(&next->locked, memory_order_relaxed) == MCS_SLEEPING)
+		mcs_prewake(next);
+}
 /* What kl_mcs_destroy() leaves in tail: not a node address (odd). */
 #define MCS_POISON ((uintptr_t)0xdeadbeefu)
 
@@ -69,12 +117,28 @@ static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
 	atomic_store_explicit(&prev->next, (uintptr_t)n, memory_order_release);
 	kli_spin_start(&s, MCS_SPIN_NS);
-	while (!atomic_load_explicit(&n->locked, memory_order_acquire)) { /* C4: pairs with C5 */
-		if (!kli_spin_poll(&s)) {
-			kli_yield();
-			kli_spin_start(&s, MCS_SPIN_NS);
+	/* C4: acquire, pairs with C5. */
+	while (atomic_load_explicit(&n->locked, memory_order_acquire) != MCS_GRANTED) {
+		uint32_t v = MCS_WAITING;
+
+		if (kli_spin_poll(&s))
+			continue;
+		kli_spin_start(&s, MCS_SPIN_NS);
+		if (mcs_prev_holds(prev)) {
+			kli_yield(); /* next in line: stay awake, give a preempted holder our CPU */
+			continue;
+		}
+		/* Further back: sleep on our own flag until it is granted or we are next. */
+		if (atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
+							    memory_order_relaxed,
+							    memory_order_relaxed) ||
+		    v == MCS_SLEEPING) {
+			kli_wait_sleep(&w);
+			kl_wait(&n->locked, MCS_SLEEPING, NULL);
+			kli_wait_spin(&w);
 		}
 	}
+	mcs_check_successor(n);
 	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 }
 
@@ -111,6 +175,8 @@ void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *n)
 	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
 	if (kl_unlikely(prev != NULL))
 		mcs_wait(l, n, prev, site);
+	else /* tell a successor that links in that it is next (a hint) */
+		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
 #if KLOCK_DEBUG_LOCKS
 	kli_dbg_locked(&l->holder);
 #endif
@@ -128,6 +194,8 @@ bool kl_mcs_trylock(struct kl_mcs *l, struct kl_mcs_node *n)
 	/* C1 (try): acq_rel as in lock. */
 	ok = atomic_compare_exchange_strong_explicit(&l->tail, &expect, (uintptr_t)n,
 						     memory_order_acq_rel, memory_order_relaxed);
+	if (ok)
+		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
 #if KLOCK_DEBUG_LOCKS
 	if (ok)
 		kli_dbg_locked(&l->holder);
@@ -173,7 +241,11 @@ void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *n)
 		}
 		next = mcs_wait_next(n);
 	}
-	atomic_store_explicit(&next->locked, 1, memory_order_release); /* C5: pairs with C4 */
+	/* C5: release, pairs with C4. A sleeping successor needs a wake-up (its node may be
+	 * gone once it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
+	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==
+	    MCS_SLEEPING)
+		kl_wake(&next->locked, 1);
 	kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
 }
 

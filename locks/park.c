@@ -111,6 +111,7 @@ enum kli_park_result kli_park(const struct kli_park_req *req, uintptr_t *token)
 	atomic_store_explicit(&self->park_key, req->key, memory_order_relaxed);
 	self->park_token = 0;
 	self->park_since = req->since_ns != 0 ? req->since_ns : kli_now_ns();
+	self->park_cookie = req->cookie;
 	atomic_store_explicit(&self->park_state, KLI_PARK_WAITING, memory_order_relaxed);
 	queue_append(b, self);
 	kli_wordlock_unlock(&b->lock);
@@ -163,6 +164,25 @@ bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg)
 	kli_wordlock_unlock(&b->lock);
 	if (t != NULL)
 		kl_wake(&t->park_state, 1);
+	return t != NULL;
+}
+
+bool kli_unpark_cookie(const void *key, uintptr_t cookie, uintptr_t token)
+{
+	struct park_bucket *b = bucket_of(key);
+	struct kli_thread *prev = NULL, *t;
+
+	kli_wordlock_lock(&b->lock);
+	for (t = b->head; t != NULL; prev = t, t = t->park_next)
+		if (key_of(t) == key && t->park_cookie == cookie)
+			break;
+	if (t != NULL) {
+		queue_unlink(b, prev, t);
+		release_parked(t, token);
+	}
+	kli_wordlock_unlock(&b->lock);
+	if (t != NULL)
+		kl_wake(&t->park_state, 1); /* a late wake of a recycled record is spurious */
 	return t != NULL;
 }
 

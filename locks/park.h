@@ -39,6 +39,8 @@ struct kli_park_req {
 	void *arg;
 	uint64_t since_ns;               /* when this acquisition started waiting (0 = now) */
 	const struct timespec *abstime;  /* absolute CLOCK_MONOTONIC deadline or NULL */
+	uintptr_t cookie;                /* what this waiter waits for, for kli_unpark_cookie()
+	                                  * (a ticket number, say); 0 when unused */
 };
 
 /* Queue the calling thread on req->key (if validate agrees) and sleep until unparked or the
@@ -61,6 +63,10 @@ typedef uintptr_t (*kli_unpark_fn)(const struct kli_unpark_result *r, void *arg)
 /* Wake the longest-queued thread on @key (if any). @fn (NULL ok) runs under the bucket lock
  * in every case, also when nobody was queued. Returns true if a thread was woken. */
 bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg);
+
+/* Wake the longest-queued thread on @key whose request carried @cookie (a directed wake-up:
+ * the ticket lock wakes exactly the ticket that is next). Returns true if one was woken. */
+bool kli_unpark_cookie(const void *key, uintptr_t cookie, uintptr_t token);
 
 /* Wake every thread queued on @key, handing each @token. Returns how many. */
 unsigned kli_unpark_all(const void *key, uintptr_t token);

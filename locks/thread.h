@@ -29,6 +29,7 @@ struct kli_thread {
 	_Atomic(const void *) park_key; /* address parked on; changes only under its bucket lock */
 	uintptr_t park_token;           /* value handed over by the unparker */
 	uint64_t park_since;            /* kli_now_ns() when it parked (fairness) */
+	uintptr_t park_cookie;          /* the request's cookie (kli_unpark_cookie) */
 
 	/* -- adaptive locks: the OSQ spinner node (locks/osq.c) and the mutex waiter's
 	 *    hand-off bookkeeping (locks/mutex.c) */

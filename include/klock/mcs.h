@@ -7,9 +7,9 @@
  * one atomic exchange and spins on a flag in its own node, which its predecessor sets on
  * unlock. So a release touches one waiter's cache line instead of every waiter's, which is
  * what keeps MCS flat on many-core machines (Linux builds qspinlock's slow path from it).
- * Spinning is time-budgeted, then the waiter yields its CPU and spins again, so the lock
- * keeps moving when threads outnumber CPUs (a preempted waiter holds up everyone behind it
- * until it runs again: prefer kl_mutex there). Never sleeps in the kernel.
+ * Spinning is time-budgeted; then the waiter sleeps on its own node and the hand-over wakes
+ * exactly it, so waiters do not burn the CPUs the holder needs when threads outnumber CPUs
+ * (FIFO still pays a wake-up per hand-over there: prefer kl_mutex, which barges).
  *
  * The node passed to lock (or a successful trylock) must be passed to the matching unlock
  * and must stay alive and untouched until that unlock returns. One node per acquisition;
@@ -29,7 +29,7 @@ KL_BEGIN_DECLS
 /* A waiter's queue node (fields private; see locks/mcs.c). No initialisation needed. */
 struct kl_mcs_node {
 	KL_ATOMIC(uintptr_t) next;   /* successor's node, once it has linked itself in */
-	KL_ATOMIC(uint32_t) locked;  /* set by the predecessor: the lock is ours */
+	KL_ATOMIC(uint32_t) locked;  /* waiting / sleeping / granted by the predecessor */
 	uint32_t pad;
 };
 
@@ -54,9 +54,9 @@ KL_API void kl_mcs_init(struct kl_mcs *l) KL_NONNULL(1);
 KL_API void kl_mcs_destroy(struct kl_mcs *l) KL_NONNULL(1);
 
 /**
- * kl_mcs_lock - acquire @l in arrival order, queueing @node. Spins (yielding the CPU now
- * and then); never sleeps in the kernel. Not recursive. The same thread must unlock, with
- * the same @node.
+ * kl_mcs_lock - acquire @l in arrival order, queueing @node. Spins, then sleeps until its
+ * predecessor hands it over. Not recursive. The same thread must unlock, with the same
+ * @node.
  */
 KL_API void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *node) KL_NONNULL(1, 2);
 
@@ -64,8 +64,8 @@ KL_API void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *node) KL_NONNULL(1
  * Never waits. */
 KL_API bool kl_mcs_trylock(struct kl_mcs *l, struct kl_mcs_node *node) KL_NONNULL(1, 2);
 
-/** kl_mcs_unlock - release @l, acquired with @node, to the next queued waiter. Waits only
- * for a successor that is in the middle of linking itself in. */
+/** kl_mcs_unlock - release @l, acquired with @node, to the next queued waiter (waking it if
+ * it sleeps). Waits only for a successor that is in the middle of linking itself in. */
 KL_API void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *node) KL_NONNULL(1, 2);
 
 /** kl_mcs_is_locked - true if someone holds @l (a racy snapshot, for assertions). */
