@@ -75,7 +75,7 @@ static void *fifo_thread(void *arg)
 	return NULL;
 }
 
-static void test_mcs_serves_in_arrival_order(void **state)
+static void test_mcs_serves_in_arrival_order_waking_sleepers(void **state)
 {
 	struct kl_mcs_node mine;
 	pthread_t t[FIFO_WAITERS];
@@ -91,7 +91,13 @@ static void test_mcs_serves_in_arrival_order(void **state)
 		while (atomic_load(&ml.tail) != (uintptr_t)&fifo_nodes[i])
 			klt_sleep_ms(1);
 	}
-	kl_mcs_unlock(&ml, &mine);
+	/* The waiter behind the holder stays awake; the ones further back sleep on their
+	 * own nodes (locked == 2, MCS_SLEEPING in mcs.c). */
+	for (int i = 1; i < FIFO_WAITERS; i++)
+		while (atomic_load(&fifo_nodes[i].locked) != 2)
+			klt_sleep_ms(1);
+	assert_int_not_equal(atomic_load(&fifo_nodes[0].locked), 2);
+	kl_mcs_unlock(&ml, &mine); /* each hand-over wakes (or pre-wakes) the next one */
 	for (int i = 0; i < FIFO_WAITERS; i++)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < FIFO_WAITERS; i++)
@@ -181,7 +187,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mcs_excludes_under_contention),
-		cmocka_unit_test(test_mcs_serves_in_arrival_order),
+		cmocka_unit_test(test_mcs_serves_in_arrival_order_waking_sleepers),
 		cmocka_unit_test(test_mcs_trylock_fails_while_held),
 		cmocka_unit_test(test_mcs_static_initializer_works),
 #if KLOCK_DEBUG_LOCKS

@@ -262,6 +262,42 @@ static void test_unpark_names_the_thread_and_requeue_restarts_its_clock(void **s
 	assert_true(w.waited_ns < 30 * 1000000ull);
 }
 
+struct cookie_parker { struct parker p; uintptr_t cookie; };
+
+static void *park_thread_cookie(void *arg)
+{
+	struct cookie_parker *cp = arg;
+	struct kli_park_req req = { .key = cp->p.key, .cookie = cp->cookie };
+
+	cp->p.res = kli_park(&req, &cp->p.token);
+	return NULL;
+}
+
+static void test_unpark_cookie_wakes_exactly_the_matching_waiter(void **state)
+{
+	static int key;
+	struct cookie_parker cp[3];
+	pthread_t t[3];
+
+	for (int i = 0; i < 3; i++) {
+		cp[i] = (struct cookie_parker){ .p = { .key = &key }, .cookie = 10 + (uintptr_t)i };
+		assert_int_equal(pthread_create(&t[i], NULL, park_thread_cookie, &cp[i]), 0);
+		while (kli_park_queued(&key) != (unsigned)i + 1)
+			klt_sleep_ms(1);
+	}
+	assert_false(kli_unpark_cookie(&key, 99, 5)); /* nobody waits for 99 */
+	assert_true(kli_unpark_cookie(&key, 11, 5));  /* the middle one, not the oldest */
+	pthread_join(t[1], NULL);
+	assert_int_equal(cp[1].p.token, 5);
+	assert_int_equal(kli_park_queued(&key), 2);
+	assert_true(kli_unpark_cookie(&key, 10, 6));
+	assert_true(kli_unpark_cookie(&key, 12, 7));
+	pthread_join(t[0], NULL);
+	pthread_join(t[2], NULL);
+	assert_int_equal(cp[0].p.token, 6);
+	assert_int_equal(cp[2].p.token, 7);
+}
+
 /* ---- wordlock: mutual exclusion under contention (CK-style counter) ---- */
 #define WL_THREADS 4
 
@@ -306,6 +342,7 @@ int main(void)
 		cmocka_unit_test(test_requeued_waiter_can_still_time_out),
 		cmocka_unit_test(test_unpark_publishes_writes_to_the_wakee),
 		cmocka_unit_test(test_requeue_callback_runs_before_the_wakee_is_released),
+		cmocka_unit_test(test_unpark_cookie_wakes_exactly_the_matching_waiter),
 		cmocka_unit_test(test_unpark_names_the_thread_and_requeue_restarts_its_clock),
 		cmocka_unit_test(test_wordlock_excludes_under_contention),
 	};

@@ -74,7 +74,7 @@ static void *fifo_thread(void *arg)
 	return NULL;
 }
 
-static void test_ticket_serves_in_arrival_order(void **state)
+static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 {
 	pthread_t t[FIFO_WAITERS];
 	int ids[FIFO_WAITERS];
@@ -89,7 +89,10 @@ static void test_ticket_serves_in_arrival_order(void **state)
 		while (atomic_load(&tl.next) != (uint32_t)i + 2)
 			klt_sleep_ms(1);
 	}
-	kl_ticket_unlock(&tl);
+	/* Only the next in line stays awake; the two behind it go to sleep. */
+	while (atomic_load(&tl.sleepers) != FIFO_WAITERS - 1)
+		klt_sleep_ms(1);
+	kl_ticket_unlock(&tl); /* wakes the one that becomes next, and so on down the line */
 	for (int i = 0; i < FIFO_WAITERS; i++)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < FIFO_WAITERS; i++)
@@ -172,7 +175,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ticket_excludes_under_contention),
-		cmocka_unit_test(test_ticket_serves_in_arrival_order),
+		cmocka_unit_test(test_ticket_serves_in_arrival_order_waking_sleepers),
 		cmocka_unit_test(test_ticket_trylock_fails_while_held),
 		cmocka_unit_test(test_ticket_static_initializer_works),
 #if KLOCK_DEBUG_LOCKS
