@@ -12,23 +12,26 @@
  * State:
  *   tail          0 = free; else the last queued node (the holder's, when alone)
  *   node.next     the successor's node, written by the successor once it has linked in
- *   node.locked   MCS_WAITING, MCS_SLEEPING (the waiter gave up spinning and sleeps on
- *                 this word: whoever changes it must kl_wake() it), MCS_GRANTED (set by
- *                 the predecessor: the lock is ours), MCS_HOLDER (we took it uncontended).
- *                 GRANTED and HOLDER both say "this node's thread holds the lock", which
- *                 its successor reads as "I am next" (a hint: correctness never rests on it)
+ *   node.locked   MCS_WAITING; MCS_NEXT (awake, right behind the holder); MCS_SLEEPING
+ *                 (gave up spinning and sleeps on this word: whoever changes it must
+ *                 kl_wake() it); MCS_GRANTED (set by the predecessor: the lock is ours);
+ *                 MCS_HOLDER (we took it uncontended). A successor reads GRANTED/HOLDER/NEXT
+ *                 in its predecessor's node as "I am within two places of the lock: stay
+ *                 awake" - a hint: correctness never rests on it
  *   holder        debug builds only (locks/lockdebug.h)
  * Invariant: the nodes from the holder's to tail form the FIFO of waiters, except for a
  * successor between its exchange and its link store (C2): the holder's unlock waits for it.
  *
  * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
  * runs, and spinning waiters burn the CPU the holder needs. So, as in the ticket lock
- * (TWA): the waiter right behind the holder stays awake - it spins, then yields; waiters
- * further back spin, then sleep on their own node's flag (a futex word only they and their
- * predecessor touch). A thread that becomes the holder wakes its successor if it sleeps,
- * so the successor is awake again by the time its turn comes, and the hand-over itself
- * wakes a successor that still sleeps. Directed wake-ups only, never a herd. The holder's
- * unlock, waiting for a successor to finish linking in, polls and then yields.
+ * (TWA): the two waiters right behind the holder stay awake - they spin, then yield;
+ * waiters further back spin briefly, then sleep on their own node's flag (a futex word
+ * only they and their predecessor touch). A waiter that becomes next in line marks its
+ * node NEXT and wakes its own successor if it sleeps: the wake-up pipeline runs one place
+ * ahead of the lock and off its critical path (the waker is a spinner, not the holder).
+ * The hand-over also wakes a successor that still sleeps. Directed wake-ups only, never a
+ * herd; a thread only ever touches its successor's node, which cannot go away before it
+ * is granted. The holder's unlock, waiting for a successor to link in, polls, then yields.
  *
  * Memory ordering:
  *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
@@ -55,42 +58,49 @@
 #include "spin.h"
 
 #define MCS_KIND KLI_KIND_MCS
-/* How long a waiter spins on its flag before it sleeps on it. */
-#define MCS_SPIN_NS 20000u
+/* Next in line: spin this long on our flag, then yield (as the ticket lock). */
+#define MCS_SPIN_NS 50000u
+/* Further back: poll this long (the queue may move fast), then sleep on our flag. */
+#define MCS_QUEUE_SPIN_NS 2000u
 
 /* node.locked values. */
 #define MCS_WAITING 0u
 #define MCS_GRANTED 1u
 #define MCS_SLEEPING 2u
 #define MCS_HOLDER 3u
+#define MCS_NEXT 4u
 
-/* Does @prev's thread hold the lock (so we are next)? A hint. */
-static bool mcs_prev_holds(struct kl_mcs_node *prev)
+/* @prev's state: does its thread hold the lock (we are next)? A hint. */
+static bool mcs_holds(uint32_t v)
 {
-	uint32_t v = atomic_load_explicit(&prev->locked, memory_order_relaxed);
-
 	return v == MCS_GRANTED || v == MCS_HOLDER;
 }
 
-/* We hold the lock: if our successor already sleeps, wake it now, so it is awake when
- * our unlock hands over (its wake-up overlaps our critical section). */
-static KL_NOINLINE void mcs_prewake(struct kl_mcs_node *next)
+/* Our successor sleeps: wake it (it is now within two places of the lock). Only our
+ * successor's node is ours to touch: it cannot leave before we grant it. */
+static void mcs_prewake(struct kl_mcs_node *n)
 {
+	struct kl_mcs_node *next = (struct kl_mcs_node *)atomic_load_explicit(
+		&n->next, memory_order_acquire); /* C6 */
 	uint32_t v = MCS_SLEEPING;
 
-	if (atomic_compare_exchange_strong_explicit(&next->locked, &v, MCS_WAITING,
+	if (next != NULL &&
+	    atomic_compare_exchange_strong_explicit(&next->locked, &v, MCS_WAITING,
 						    memory_order_relaxed, memory_order_relaxed))
 		kl_wake(&next->locked, 1);
 }
 
-static inline void mcs_check_successor(struct kl_mcs_node *n)
+/* We just became next in line: say so (our successor stays awake) and wake it. False if
+ * the lock was granted meanwhile. */
+static bool mcs_become_next(struct kl_mcs_node *n)
 {
-	struct kl_mcs_node *next = (struct kl_mcs_node *)atomic_load_explicit(
-		&n->next, memory_order_acquire); /* C6 */
+	uint32_t v = MCS_WAITING;
 
-	if (kl_unlikely(next != NULL) &&
-	    atomic_load_explicit(&next->locked, memory_order_relaxed) == MCS_SLEEPING)
-		mcs_prewake(next);
+	if (!atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_NEXT,
+						     memory_order_relaxed, memory_order_relaxed))
+		return false;
+	mcs_prewake(n);
+	return true;
 }
 /* What kl_mcs_destroy() leaves in tail: not a node address (odd). */
 #define MCS_POISON ((uintptr_t)0xdeadbeefu)
@@ -106,39 +116,54 @@ static void mcs_node_init(struct kl_mcs_node *n)
 	atomic_store_explicit(&n->locked, 0, memory_order_relaxed);
 }
 
+/* The lock is granted when our flag reads GRANTED (C4). */
+static bool mcs_granted(struct kl_mcs_node *n)
+{
+	return atomic_load_explicit(&n->locked, memory_order_acquire) == MCS_GRANTED; /* C4 */
+}
+
+/* Budget spent, not yet granted: yield if we are near the lock, else sleep on our flag. */
+static void mcs_pause(struct kl_mcs_node *n, struct kl_mcs_node *prev, bool next,
+		      struct kli_wait *w)
+{
+	uint32_t v = MCS_WAITING;
+	uint32_t p = atomic_load_explicit(&prev->locked, memory_order_relaxed);
+
+	if (next || mcs_holds(p) || p == MCS_NEXT) {
+		kli_yield(); /* near the lock: stay awake, give a preempted holder our CPU */
+		return;
+	}
+	if (atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
+						    memory_order_relaxed, memory_order_relaxed) ||
+	    v == MCS_SLEEPING) {
+		kli_wait_sleep(w);
+		kl_wait(&n->locked, MCS_SLEEPING, NULL);
+		kli_wait_spin(w);
+	}
+}
+
 static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 				 struct kl_mcs_node *prev, const void *site)
 {
 	struct kli_wait w;
 	struct kli_spin s;
+	bool next = false;
 
 	kli_wait_begin(&w);
 	kli_wait_spin(&w);
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
 	atomic_store_explicit(&prev->next, (uintptr_t)n, memory_order_release);
-	kli_spin_start(&s, MCS_SPIN_NS);
-	/* C4: acquire, pairs with C5. */
-	while (atomic_load_explicit(&n->locked, memory_order_acquire) != MCS_GRANTED) {
-		uint32_t v = MCS_WAITING;
-
+	kli_spin_start(&s, MCS_QUEUE_SPIN_NS);
+	while (!mcs_granted(n)) {
+		if (!next && mcs_holds(atomic_load_explicit(&prev->locked, memory_order_relaxed))) {
+			next = mcs_become_next(n);
+			kli_spin_start(&s, MCS_SPIN_NS);
+		}
 		if (kli_spin_poll(&s))
 			continue;
-		kli_spin_start(&s, MCS_SPIN_NS);
-		if (mcs_prev_holds(prev)) {
-			kli_yield(); /* next in line: stay awake, give a preempted holder our CPU */
-			continue;
-		}
-		/* Further back: sleep on our own flag until it is granted or we are next. */
-		if (atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
-							    memory_order_relaxed,
-							    memory_order_relaxed) ||
-		    v == MCS_SLEEPING) {
-			kli_wait_sleep(&w);
-			kl_wait(&n->locked, MCS_SLEEPING, NULL);
-			kli_wait_spin(&w);
-		}
+		mcs_pause(n, prev, next, &w);
+		kli_spin_start(&s, next ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
 	}
-	mcs_check_successor(n);
 	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 }
 
