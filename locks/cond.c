@@ -28,8 +28,8 @@
  *      unlock always sees PARKED and pumps the next one, even if the mutex was free.
  *
  * Memory ordering.
- *   C1  waiters++ under the mutex (release)          pairs with C2
- *   C2  signal/broadcast's load of waiters (acquire). Visibility comes from the mutex: a
+ *   V1  waiters++ under the mutex (release)          pairs with V2
+ *   V2  signal/broadcast's load of waiters (acquire). Visibility comes from the mutex: a
  *       signaller that changed the predicate under it acquired it after the waiter
  *       released it (M2/M1), so it sees the increment; a zero means nobody can be waiting
  *       for this predicate change. The release/acquire pair adds that a broadcaster which
@@ -94,7 +94,7 @@ static int cond_sleep(struct kl_cond *c, struct kl_mutex *m, const struct timesp
 	int err = 0;
 
 	atomic_store_explicit(&c->mutex, (uintptr_t)m, memory_order_relaxed);
-	/* C1: release: a broadcaster that sees the count (C2, acquire) sees `mutex` too. */
+	/* V1: release: a broadcaster that sees the count (V2, acquire) sees `mutex` too. */
 	atomic_fetch_add_explicit(&c->waiters, 1, memory_order_release);
 	self->mtx_losses = 0; /* a requeued waiter starts afresh on the mutex */
 	if (kli_park(&req, &token) == KLI_PARK_TIMEDOUT) {
@@ -196,7 +196,7 @@ void kl_cond_signal(struct kl_cond *c)
 {
 	if (KLOCK_DEBUG_LOCKS && cond_destroyed(c))
 		cond_report(c, "use after destroy", __builtin_return_address(0));
-	if (atomic_load_explicit(&c->waiters, memory_order_acquire) == 0) /* C2 */
+	if (atomic_load_explicit(&c->waiters, memory_order_acquire) == 0) /* V2 */
 		return;
 	kli_unpark_one(c, cond_signal_cb, c);
 }
@@ -222,7 +222,7 @@ void kl_cond_broadcast(struct kl_cond *c)
 
 	if (KLOCK_DEBUG_LOCKS && cond_destroyed(c))
 		cond_report(c, "use after destroy", __builtin_return_address(0));
-	if (atomic_load_explicit(&c->waiters, memory_order_acquire) == 0) /* C2 */
+	if (atomic_load_explicit(&c->waiters, memory_order_acquire) == 0) /* V2 */
 		return;
 	rq.m = (struct kl_mutex *)atomic_load_explicit(&c->mutex, memory_order_relaxed);
 	kli_unpark_requeue(c, kli_mtx_key(rq.m), 1, KLI_MTX_TOKEN_WAKE, cond_requeue_cb, &rq);
