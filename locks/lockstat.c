@@ -118,7 +118,7 @@ struct kli_ls_table {
 	bool busy;                  /* owner only: inside a write (re-entry guard) */
 	struct kli_ls_held held[KLI_LS_HELD_MAX];
 	struct kli_ls_entry slot[KLI_LS_SLOTS];
-};
+} KL_PADDED;   /* its own lines; and a size aligned_alloc() accepts */
 
 /* A merged row (retired map, snapshots): plain, under a lock or private. */
 struct kli_ls_row {
@@ -515,8 +515,8 @@ static int ls_scan_table(struct kli_ls_map *m, struct kli_ls_table *t, uint32_t 
 		*dropped += atomic_load_explicit(&t->dropped, memory_order_relaxed);
 	for (unsigned i = 0; i < KLI_LS_SLOTS; i++) {
 		if (!ls_read_entry(t, i, &r, &g)) {
-			(*dropped)++;
-			continue;
+			(*dropped)++;   /* a writer that never finishes: skip its whole table */
+			return 0;
 		}
 		if (r.lock != NULL && g == gen && ls_map_add(m, &r) != 0)
 			return ENOMEM;
