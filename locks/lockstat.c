@@ -822,8 +822,8 @@ static void ls_exit_report(void)
 		ls_exit_path(path, sizeof(path));
 		f = fopen(path, "w");
 		if (f == NULL) {
-			fprintf(stderr, "klock: KLOCK_LOCKSTAT_FILE=%s: cannot open; report on stderr\n",
-				path);
+			fprintf(stderr, "klock: KLOCK_LOCKSTAT_FILE=%s: cannot open; "
+				"report on stderr\n", path);
 			f = stderr;
 		}
 	}

@@ -123,10 +123,11 @@ static size_t make_groups(const struct kl_lockstat_row **sorted, size_t n, struc
 
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || !same_group(sorted[i - 1], sorted[i])) {
-			g[ng] = (struct group){ .first = i, .total = *sorted[i] };
-			g[ng].total.caller = NULL;
-			memset(&g[ng].total.acquisitions, 0,
-			       sizeof(g[ng].total) - offsetof(struct kl_lockstat_row, acquisitions));
+			/* the key fields of its first row, counters from zero */
+			g[ng] = (struct group){ .first = i };
+			g[ng].total.lock = sorted[i]->lock;
+			g[ng].total.kind = sorted[i]->kind;
+			g[ng].total.read = sorted[i]->read;
 			ng++;
 		}
 		g[ng - 1].n++;
@@ -383,18 +384,19 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void json_opt_u64(FILE *f, const char *name, uint64_t v, bool valid)
+/* "name": v, or "name": null when the build does not measure it; then @sep. */
+static void json_opt_u64(FILE *f, const char *name, uint64_t v, bool valid, const char *sep)
 {
 	if (valid)
-		fprintf(f, "\"%s\": %llu, ", name, (unsigned long long)v);
+		fprintf(f, "\"%s\": %llu%s", name, (unsigned long long)v, sep);
 	else
-		fprintf(f, "\"%s\": null, ", name);
+		fprintf(f, "\"%s\": null%s", name, sep);
 }
 
-/* The counters every lock and caller object carries (ends with a comma and space). */
+/* The counters every lock and caller object carries (no separator after the last). */
 static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
 {
-	json_opt_u64(f, "acquisitions", r->acquisitions, hold);
+	json_opt_u64(f, "acquisitions", r->acquisitions, hold, ", ");
 	fprintf(f, "\"contended\": %llu, \"failed\": %llu, \"spin_count\": %llu, "
 		"\"spin_ns\": %llu, \"sleep_count\": %llu, \"sleep_ns\": %llu, "
 		"\"wait_ns\": %llu, \"wait_max_ns\": %llu, ",
@@ -402,8 +404,8 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
 		(unsigned long long)r->spin_count, (unsigned long long)r->spin_ns,
 		(unsigned long long)r->sleep_count, (unsigned long long)r->sleep_ns,
 		(unsigned long long)r->wait_ns, (unsigned long long)r->wait_max_ns);
-	json_opt_u64(f, "hold_ns", r->hold_ns, hold);
-	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold);
+	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
+	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, "");
 }
 
 static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
@@ -429,7 +431,7 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		json_str(f, obj);
 		fputs(", ", f);
 		json_stats(f, c[i].row, hold);
-		fputs("\"callers\": null}", f);
+		fputc('}', f);
 	}
 	free(c);
 	return 0;
@@ -447,7 +449,7 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 	json_str(f, g->total.kind);
 	fprintf(f, ", \"read\": %s, ", g->total.read ? "true" : "false");
 	json_stats(f, &g->total, s->hold_times);
-	fputs("\"callers\": [", f);
+	fputs(", \"callers\": [", f);
 	if (!(o->flags & KL_LOCKSTAT_LOCKS))
 		err = json_callers(f, sorted, g, s->hold_times,
 				   (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
@@ -473,7 +475,7 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		"\"wait_pct\": %.4f,\n", (unsigned long long)s->elapsed_ns, s->threads, s->cpus,
 		(unsigned long long)s->wait_ns, s->wait_pct);
 	fputs("  ", f);
-	json_opt_u64(f, "acquisitions", s->acquisitions, s->hold_times);
+	json_opt_u64(f, "acquisitions", s->acquisitions, s->hold_times, ", ");
 	fprintf(f, "\"contended\": %llu, \"failed\": %llu, \"dropped\": %llu,\n  \"locks\": [",
 		(unsigned long long)s->contended, (unsigned long long)s->failed,
 		(unsigned long long)s->dropped);

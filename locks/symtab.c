@@ -84,13 +84,15 @@ static bool scan_symtab(const unsigned char *img, size_t size, uintptr_t target,
 		sym = (const void *)(img + st->sh_offset);
 		n = st->sh_size / sizeof(*sym);
 		for (size_t k = 0; k < n; k++) {
-			if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || sym[k].st_size == 0 ||
-			    target < sym[k].st_value || target >= sym[k].st_value + sym[k].st_size ||
-			    sym[k].st_name >= str->sh_size)
+			const ElfW(Sym) *y = &sym[k];
+
+			if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_size == 0 ||
+			    target < y->st_value || target >= y->st_value + y->st_size ||
+			    y->st_name >= str->sh_size)
 				continue;
-			snprintf(name, len, "%.*s", (int)(str->sh_size - sym[k].st_name),
-				 (const char *)img + str->sh_offset + sym[k].st_name);
-			*off = target - sym[k].st_value;
+			snprintf(name, len, "%.*s", (int)(str->sh_size - y->st_name),
+				 (const char *)img + str->sh_offset + y->st_name);
+			*off = target - y->st_value;
 			return true;
 		}
 	}

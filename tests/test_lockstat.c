@@ -47,7 +47,7 @@ static int setup(void **state)
 	return kl_lockstat_start() == 0 ? 0 : -1;
 }
 
-/* ---- helpers ------------------------------------------------------------------------ */
+/* ---- helpers ----------------------------------------------------------------------------- */
 
 /* Stand-in call sites for synthetic episodes (explicit: an unrolled loop would give
  * each iteration its own return address). */
@@ -135,7 +135,7 @@ static char *report_string(unsigned flags, unsigned top)
 	return buf;
 }
 
-/* ---- a minimal JSON validator (RFC 8259 grammar, no semantic checks) ------------------- */
+/* ---- a minimal JSON validator (RFC 8259 grammar, no semantic checks) --------------------- */
 
 static const char *js_value(const char *p);
 
@@ -216,7 +216,7 @@ static bool json_valid(const char *s)
 	return p != NULL && *js_ws(p) == '\0';
 }
 
-/* ---- counts from scripted episodes --------------------------------------------------- */
+/* ---- counts from scripted episodes ------------------------------------------------------- */
 
 static void test_lockstat_sleep_episode_is_one_contended_acquisition(void **state)
 {
@@ -266,9 +266,9 @@ static void test_lockstat_counts_match_a_scripted_pattern(void **state)
 
 	(void)state;
 	for (int i = 0; i < 3; i++)
-		record_episode(&locks[0], &sites[0], 0, 1, 100, 0, 0);          /* site 1: spin only */
+		record_episode(&locks[0], &sites[0], 0, 1, 100, 0, 0);     /* site 0: spin only */
 	for (int i = 0; i < 2; i++)
-		record_episode(&locks[0], &sites[1], 0, 2, 300, 1, 7000);       /* site 2: spin, sleep */
+		record_episode(&locks[0], &sites[1], 0, 2, 300, 1, 7000);  /* site 1: spin, sleep */
 	record_episode(&locks[1], &sites[0], KLI_HF_READ, 0, 0, 1, 500);        /* read side */
 	record_episode(&locks[1], &sites[0], 0, 0, 0, 1, 900);                  /* write side */
 	assert_int_equal(kl_lockstat_snapshot(&s), 0);
@@ -311,7 +311,7 @@ static void test_lockstat_failed_attempt_is_not_an_acquisition(void **state)
 	kl_lockstat_snapshot_free(&s);
 }
 
-/* ---- control -------------------------------------------------------------------------- */
+/* ---- control ----------------------------------------------------------------------------- */
 
 static void test_lockstat_stopped_records_nothing(void **state)
 {
@@ -422,7 +422,7 @@ static void test_lockstat_full_table_counts_drops(void **state)
 	kl_lockstat_snapshot_free(&s);
 }
 
-/* ---- concurrency: snapshots while threads record, and threads exit ------------------------ */
+/* ---- concurrency: snapshots while threads record, and threads exit ----------------------- */
 
 static _Atomic bool merge_stop;
 static int merge_episodes;
@@ -478,7 +478,7 @@ static void test_lockstat_snapshots_during_recording_are_consistent(void **state
 	kl_lockstat_snapshot_free(&s);
 }
 
-/* ---- a real lock: one thread holds it 10 ms while another waits ------------------------- */
+/* ---- a real lock: one thread holds it 10 ms while another waits -------------------------- */
 
 static struct seamlock real_lock = SEAMLOCK_INIT;
 static _Atomic int64_t waiter_took_ns;
@@ -538,7 +538,7 @@ static void test_lockstat_tick_conversion_matches_the_clock(void **state)
 	assert_true(ns >= CALIB_LOW((uint64_t)(t1 - t0)) - LATE_NS / 100);
 }
 
-/* ---- reports ------------------------------------------------------------------------------- */
+/* ---- reports ----------------------------------------------------------------------------- */
 
 static void test_lockstat_text_report_names_lock_and_call_site(void **state)
 {
@@ -574,7 +574,8 @@ static void test_lockstat_json_report_parses_and_names_call_site(void **state)
 	assert_true(json_valid(r));
 	assert_non_null(strstr(r, "\"klock_lockstat\": 1"));
 	assert_non_null(strstr(r, "\"name\": \"json \\\"quoted\\\" lock\""));
-	assert_non_null(strstr(r, "\"symbol\": \"test_lockstat_json_report_parses_and_names_call_site+0x"));
+	assert_non_null(strstr(r, "\"symbol\": "
+				  "\"test_lockstat_json_report_parses_and_names_call_site+0x"));
 	assert_non_null(strstr(r, "\"kind\": \"rwlock\", \"read\": true"));
 	assert_non_null(strstr(r, "\"wait_pct\": "));
 	free(r);
@@ -654,7 +655,7 @@ static void test_lockstat_report_top_and_locks_only(void **state)
 	kl_lock_set_name(&locks[8], NULL);
 }
 
-/* ---- fork ---------------------------------------------------------------------------------- */
+/* ---- fork -------------------------------------------------------------------------------- */
 
 static void *fork_recorder(void *arg)
 {
@@ -689,7 +690,7 @@ static void test_lockstat_fork_child_can_report(void **state)
 	assert_int_equal(pthread_join(t, NULL), 0);
 }
 
-/* ---- hold times (-Dlockstat_hold=true) -------------------------------------------------------- */
+/* ---- hold times (-Dlockstat_hold=true) --------------------------------------------------- */
 
 static void test_lockstat_hold_times_follow_the_build(void **state)
 {
@@ -718,7 +719,7 @@ static void test_lockstat_hold_times_follow_the_build(void **state)
 
 #else /* !KLOCK_LOCKSTAT */
 
-/* ---- -Dlockstat=false ----------------------------------------------------------------------- */
+/* ---- -Dlockstat=false -------------------------------------------------------------------- */
 
 static void test_lockstat_compiled_out_answers_enotsup(void **state)
 {
@@ -767,26 +768,28 @@ static void test_lockstat_options_parse(void **state)
 int main(void)
 {
 #if KLOCK_LOCKSTAT
+/* Every lockstat test starts from a reset, recording. */
+#define T(fn) cmocka_unit_test_setup(fn, setup)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_lockstat_sleep_episode_is_one_contended_acquisition, setup),
-		cmocka_unit_test_setup(test_lockstat_spin_then_sleep_splits_the_wait, setup),
-		cmocka_unit_test_setup(test_lockstat_counts_match_a_scripted_pattern, setup),
-		cmocka_unit_test_setup(test_lockstat_failed_attempt_is_not_an_acquisition, setup),
-		cmocka_unit_test_setup(test_lockstat_stopped_records_nothing, setup),
-		cmocka_unit_test_setup(test_lockstat_start_and_stop_report_ealready, setup),
-		cmocka_unit_test_setup(test_lockstat_reset_clears_everything, setup),
-		cmocka_unit_test_setup(test_lockstat_exited_threads_data_is_merged, setup),
-		cmocka_unit_test_setup(test_lockstat_full_table_counts_drops, setup),
-		cmocka_unit_test_setup(test_lockstat_snapshots_during_recording_are_consistent, setup),
-		cmocka_unit_test_setup(test_lockstat_real_holder_and_waiter, setup),
+		T(test_lockstat_sleep_episode_is_one_contended_acquisition),
+		T(test_lockstat_spin_then_sleep_splits_the_wait),
+		T(test_lockstat_counts_match_a_scripted_pattern),
+		T(test_lockstat_failed_attempt_is_not_an_acquisition),
+		T(test_lockstat_stopped_records_nothing),
+		T(test_lockstat_start_and_stop_report_ealready),
+		T(test_lockstat_reset_clears_everything),
+		T(test_lockstat_exited_threads_data_is_merged),
+		T(test_lockstat_full_table_counts_drops),
+		T(test_lockstat_snapshots_during_recording_are_consistent),
+		T(test_lockstat_real_holder_and_waiter),
 		cmocka_unit_test(test_lockstat_tick_conversion_matches_the_clock),
-		cmocka_unit_test_setup(test_lockstat_text_report_names_lock_and_call_site, setup),
-		cmocka_unit_test_setup(test_lockstat_json_report_parses_and_names_call_site, setup),
-		cmocka_unit_test_setup(test_lockstat_empty_json_report_parses, setup),
-		cmocka_unit_test_setup(test_lockstat_report_ranks_by_time_or_count, setup),
-		cmocka_unit_test_setup(test_lockstat_report_top_and_locks_only, setup),
-		cmocka_unit_test_setup(test_lockstat_fork_child_can_report, setup),
-		cmocka_unit_test_setup(test_lockstat_hold_times_follow_the_build, setup),
+		T(test_lockstat_text_report_names_lock_and_call_site),
+		T(test_lockstat_json_report_parses_and_names_call_site),
+		T(test_lockstat_empty_json_report_parses),
+		T(test_lockstat_report_ranks_by_time_or_count),
+		T(test_lockstat_report_top_and_locks_only),
+		T(test_lockstat_fork_child_can_report),
+		T(test_lockstat_hold_times_follow_the_build),
 		cmocka_unit_test(test_lockstat_options_parse),
 	};
 #else
