@@ -424,8 +424,8 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 	qsort(c, g->n, sizeof(*c), cmp_caller);
 	for (size_t i = 0; i < g->n; i++) {
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
-		fprintf(f, "%s\n        {\"caller\": \"%p\", \"symbol\": ", i ? "," : "",
-			c[i].row->caller);
+		fprintf(f, "%s\n        {\"caller\": \"0x%lx\", \"symbol\": ", i ? "," : "",
+			(unsigned long)(uintptr_t)c[i].row->caller);
 		json_str(f, named ? label : NULL);
 		fputs(", \"object\": ", f);
 		json_str(f, obj);
@@ -443,7 +443,8 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 	char name[LABEL_MAX];
 	int err = 0;
 
-	fprintf(f, "\n    {\"lock\": \"%p\", \"name\": ", g->total.lock);
+	fprintf(f, "\n    {\"lock\": \"0x%lx\", \"name\": ",
+		(unsigned long)(uintptr_t)g->total.lock);
 	json_str(f, kl_lock_get_name(g->total.lock, name, sizeof(name)) > 0 ? name : NULL);
 	fputs(", \"kind\": ", f);
 	json_str(f, g->total.kind);

@@ -130,8 +130,8 @@ struct kl_lockstat_options {
  * kl_lockstat_report - write the report for everything recorded since the last reset:
  * text in NetBSD lockstat(8) form (sections per event and lock type, Total% Count Time/ms
  * Lock Caller, an <all> row per lock), or JSON. @opt NULL means defaults (text, by time,
- * callers shown, all locks). Caller addresses are symbolised with dladdr(3): functions of
- * an executable need -rdynamic to be named, otherwise they print as object+offset.
+ * callers shown, all locks). Callers are named from dladdr(3), else from the object's ELF
+ * symbol table (static functions too); a stripped object prints as object+offset.
  * Returns 0, ENOMEM, EIO (a write failed), or ENOTSUP (-Dlockstat=false: a one-line note
  * is written instead of the report).
  */
