@@ -10,6 +10,7 @@
 #include <klock/wait.h>
 #include <klock/topology.h>
 #include <klock/fence.h>
+#include <klock/lockstat.h>
 #include <klock/names.h>
 #include <klock/ticket.h>
 #include <klock/mcs.h>
