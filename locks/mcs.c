@@ -179,7 +179,7 @@ void kl_mcs_init(struct kl_mcs *l)
 void kl_mcs_destroy(struct kl_mcs *l)
 {
 #if KLOCK_DEBUG_LOCKS
-	kli_dbg_destroy(&l->holder, l, MCS_KIND, __builtin_return_address(0));
+	kli_dbg_destroy(&l->holder, l, MCS_KIND, KLI_SITE());
 #endif
 	atomic_store_explicit(&l->tail, MCS_POISON, memory_order_relaxed);
 	kli_hook_destroyed(l, MCS_KIND);
@@ -187,34 +187,32 @@ void kl_mcs_destroy(struct kl_mcs *l)
 
 void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *n)
 {
-	const void *site = __builtin_return_address(0);
 	struct kl_mcs_node *prev;
 
-	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN, site);
+	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN, KLI_SITE());
 #if KLOCK_DEBUG_LOCKS
-	if (!kli_dbg_lock_ok(&l->holder, l, MCS_KIND, site))
+	if (!kli_dbg_lock_ok(&l->holder, l, MCS_KIND, KLI_SITE()))
 		return;
 #endif
 	mcs_node_init(n);
 	/* C1: acq_rel, pairs with C3 (free lock) and with the successor's view of our node. */
 	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
 	if (kl_unlikely(prev != NULL))
-		mcs_wait(l, n, prev, site);
+		mcs_wait(l, n, prev, KLI_SITE());
 	else /* tell a successor that links in that it is next (a hint) */
 		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
 #if KLOCK_DEBUG_LOCKS
 	kli_dbg_locked(&l->holder);
 #endif
-	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN, site);
+	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN, KLI_SITE());
 }
 
 bool kl_mcs_trylock(struct kl_mcs *l, struct kl_mcs_node *n)
 {
-	const void *site = __builtin_return_address(0);
 	uintptr_t expect = 0;
 	bool ok;
 
-	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY, site);
+	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY, KLI_SITE());
 	mcs_node_init(n);
 	/* C1 (try): acq_rel as in lock. */
 	ok = atomic_compare_exchange_strong_explicit(&l->tail, &expect, (uintptr_t)n,
@@ -225,14 +223,14 @@ bool kl_mcs_trylock(struct kl_mcs *l, struct kl_mcs_node *n)
 	if (ok)
 		kli_dbg_locked(&l->holder);
 	else if (expect == MCS_POISON)
-		kli_dbg_report("use after destroy", l, MCS_KIND, site);
+		kli_dbg_report("use after destroy", l, MCS_KIND, KLI_SITE());
 #endif
-	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), site);
+	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
 	return ok;
 }
 
 /* A successor swapped itself into tail but has not linked in yet: wait for C2. */
-static KL_NOINLINE struct kl_mcs_node *mcs_wait_next(struct kl_mcs_node *n)
+static struct kl_mcs_node *mcs_wait_next(struct kl_mcs_node *n)
 {
 	struct kli_spin s;
 	uintptr_t next;
@@ -243,14 +241,27 @@ static KL_NOINLINE struct kl_mcs_node *mcs_wait_next(struct kl_mcs_node *n)
 	return as_node(next);
 }
 
+/* Unlock with a successor (@next, or one still linking in when NULL): grant it. */
+static KL_NOINLINE void mcs_hand_over(struct kl_mcs *l, struct kl_mcs_node *n,
+				      struct kl_mcs_node *next)
+{
+	if (next == NULL)
+		next = mcs_wait_next(n);
+	/* C5: release, pairs with C4. A sleeping successor needs a wake-up (its node may be
+	 * gone once it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
+	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==
+	    MCS_SLEEPING)
+		kl_wake(&next->locked, 1);
+	kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
+}
+
 void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *n)
 {
-	const void *site = __builtin_return_address(0);
 	struct kl_mcs_node *next;
 
-	kli_hook_release(l, MCS_KIND, KLI_HF_SPIN, site);
+	kli_hook_release(l, MCS_KIND, KLI_HF_SPIN, KLI_SITE());
 #if KLOCK_DEBUG_LOCKS
-	if (!kli_dbg_unlock_ok(&l->holder, l, MCS_KIND, site))
+	if (!kli_dbg_unlock_ok(&l->holder, l, MCS_KIND, KLI_SITE()))
 		return;
 #endif
 	next = as_node(atomic_load_explicit(&n->next, memory_order_acquire)); /* C6 */
@@ -258,20 +269,14 @@ void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *n)
 		uintptr_t expect = (uintptr_t)n;
 
 		/* C3: release, pairs with C1 of the next locker. */
-		if (atomic_compare_exchange_strong_explicit(&l->tail, &expect, 0,
-							    memory_order_release,
-							    memory_order_relaxed)) {
+		if (kl_likely(atomic_compare_exchange_strong_explicit(&l->tail, &expect, 0,
+								      memory_order_release,
+								      memory_order_relaxed))) {
 			kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
 			return;
 		}
-		next = mcs_wait_next(n);
 	}
-	/* C5: release, pairs with C4. A sleeping successor needs a wake-up (its node may be
-	 * gone once it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
-	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==
-	    MCS_SLEEPING)
-		kl_wake(&next->locked, 1);
-	kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
+	mcs_hand_over(l, n, next);
 }
 
 bool kl_mcs_is_locked(const struct kl_mcs *l)

@@ -384,23 +384,17 @@ static KL_NOINLINE void mtx_unlock_slow(struct kl_mutex *m, struct kli_thread *s
 	kli_hook_released(m, MTX_KIND, 0);
 }
 
-/* Leaf fast path: one CAS (M2). A thread without a record cannot own the mutex: its
- * unlock goes to the slow path, which reports it. */
-static KL_ALWAYS_INLINE void mtx_unlock(struct kl_mutex *m, const void *site)
+/* The unlock fast path: one CAS (M2). A thread without a record cannot own the mutex:
+ * its unlock goes to the slow path, which reports it. */
+static KL_ALWAYS_INLINE bool mtx_release_fast(struct kl_mutex *m, struct kli_thread *self)
 {
-	struct kli_thread *self = kli_tls_self;
 	uintptr_t v = (uintptr_t)self;
 
-	kli_hook_release(m, MTX_KIND, 0, site);
 	/* M2: release, pairs with M1 in the next holder's lock. */
-	if (kl_likely(self != NULL) &&
-	    kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, 0,
-							      memory_order_release,
-							      memory_order_relaxed))) {
-		kli_hook_released(m, MTX_KIND, 0);
-		return;
-	}
-	mtx_unlock_slow(m, self, site);
+	return kl_likely(self != NULL) &&
+	       kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, 0,
+								 memory_order_release,
+								 memory_order_relaxed));
 }
 
 /* ---- exported ------------------------------------------------------------------------ */
@@ -423,7 +417,7 @@ int kl_mutex_destroy(struct kl_mutex *m)
 		if (KLOCK_DEBUG_LOCKS)
 			mtx_report(m, (v & KLI_MTX_DESTROYED) ? "use after destroy"
 							      : "destroy of a held lock",
-				   __builtin_return_address(0));
+				   KLI_SITE());
 		return (v & KLI_MTX_DESTROYED) ? EINVAL : EBUSY;
 	}
 	kli_hook_destroyed(m, MTX_KIND);
@@ -453,26 +447,25 @@ void kl_mutex_lock(struct kl_mutex *m)
 	struct kli_thread *self = kli_tls_self;
 	uintptr_t v = 0;
 
-	kli_hook_acquire(m, MTX_KIND, 0, __builtin_return_address(0));
+	kli_hook_acquire(m, MTX_KIND, 0, KLI_SITE());
 	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
 	if (kl_likely(self != NULL) &&
 	    kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
 							      memory_order_acquire,
 							      memory_order_relaxed))) {
-		kli_hook_acquired(m, MTX_KIND, 0, __builtin_return_address(0));
+		kli_hook_acquired(m, MTX_KIND, 0, KLI_SITE());
 		return;
 	}
-	mtx_lock_contended(m, __builtin_return_address(0));
+	mtx_lock_contended(m, KLI_SITE());
 }
 
 bool kl_mutex_trylock(struct kl_mutex *m)
 {
-	const void *site = __builtin_return_address(0);
 	struct kli_thread *self = kli_self();
 	uintptr_t v = 0;
 	bool ok;
 
-	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, site);
+	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, KLI_SITE());
 	/* M1: acquire, pairs with M2. */
 	ok = atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
 						     memory_order_acquire, memory_order_relaxed);
@@ -482,14 +475,14 @@ bool kl_mutex_trylock(struct kl_mutex *m)
 			mtx_count_pass(m, v);
 	}
 	if (KLOCK_DEBUG_LOCKS && !ok && (v & KLI_MTX_DESTROYED))
-		mtx_report(m, "use after destroy", site);
-	kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), site);
+		mtx_report(m, "use after destroy", KLI_SITE());
+	kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
 	return ok;
 }
 
 int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
 {
-	const void *site = __builtin_return_address(0);
+	const void *site = KLI_SITE();
 	int err;
 
 	if (!kli_timespec_valid(abstime))
@@ -503,7 +496,14 @@ int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
 
 void kl_mutex_unlock(struct kl_mutex *m)
 {
-	mtx_unlock(m, __builtin_return_address(0));
+	struct kli_thread *self = kli_tls_self;
+
+	kli_hook_release(m, MTX_KIND, 0, KLI_SITE());
+	if (mtx_release_fast(m, self)) {
+		kli_hook_released(m, MTX_KIND, 0);
+		return;
+	}
+	mtx_unlock_slow(m, self, KLI_SITE());
 }
 
 bool kl_mutex_owned(const struct kl_mutex *m)
@@ -523,5 +523,11 @@ int kli_mutex_lock_at(struct kl_mutex *m, const struct timespec *abstime, const 
 
 void kli_mutex_unlock_at(struct kl_mutex *m, const void *site)
 {
-	mtx_unlock(m, site);
+	struct kli_thread *self = kli_tls_self;
+
+	kli_hook_release(m, MTX_KIND, 0, site);
+	if (mtx_release_fast(m, self))
+		kli_hook_released(m, MTX_KIND, 0);
+	else
+		mtx_unlock_slow(m, self, site);
 }

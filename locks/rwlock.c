@@ -178,15 +178,27 @@ static KL_NOINLINE void rw_read_released_slow(struct kl_rwlock *rw, uintptr_t ol
 	rw_wake_writer(rw); /* last reader out, a writer sleeps */
 }
 
-/* Drops one read hold. R2; the slow cases are tail calls. */
-static KL_ALWAYS_INLINE void rw_read_release(struct kl_rwlock *rw, const void *site)
+/* R2: drops one read hold; returns the word before. */
+static KL_ALWAYS_INLINE uintptr_t rw_read_sub(struct kl_rwlock *rw)
 {
 	/* R2: release (seq_cst: SB with S2, then we read wwait). */
-	uintptr_t old = atomic_fetch_sub_explicit(&rw->word, RW_RD_ONE, memory_order_seq_cst);
+	return atomic_fetch_sub_explicit(&rw->word, RW_RD_ONE, memory_order_seq_cst);
+}
 
-	if (kl_unlikely((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) ||
-	    ((old & ~RW_FLAGS) == RW_RD_ONE &&
-	     kl_unlikely(atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)))
+/* After R2 from @old: misuse, or the last reader out while a writer sleeps? */
+static KL_ALWAYS_INLINE bool rw_read_released_badly(struct kl_rwlock *rw, uintptr_t old)
+{
+	return kl_unlikely((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) ||
+	       ((old & ~RW_FLAGS) == RW_RD_ONE &&
+		kl_unlikely(atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0));
+}
+
+/* Drops one read hold (internal callers). */
+static void rw_read_release(struct kl_rwlock *rw, const void *site)
+{
+	uintptr_t old = rw_read_sub(rw);
+
+	if (rw_read_released_badly(rw, old))
 		rw_read_released_slow(rw, old, site);
 }
 
@@ -566,7 +578,7 @@ int kl_rwlock_destroy(struct kl_rwlock *rw)
 	if (err != 0) {
 		if (KLOCK_DEBUG_LOCKS)
 			rw_report(rw, err == EBUSY ? "destroy of a held lock" : "use after destroy",
-				  __builtin_return_address(0));
+				  KLI_SITE());
 		return err;
 	}
 	kli_hook_destroyed(rw, RW_KIND);
@@ -584,17 +596,17 @@ static KL_NOINLINE void rw_read_lock_contended(struct kl_rwlock *rw, const void 
 
 void kl_rwlock_read_lock(struct kl_rwlock *rw)
 {
-	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, __builtin_return_address(0));
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
 	if (kl_likely(rw_read_fast(rw))) {
-		kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, __builtin_return_address(0));
+		kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
 		return;
 	}
-	rw_read_lock_contended(rw, __builtin_return_address(0));
+	rw_read_lock_contended(rw, KLI_SITE());
 }
 
 bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
 {
-	const void *site = __builtin_return_address(0);
+	const void *site = KLI_SITE();
 	int err;
 
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY, site);
@@ -608,7 +620,7 @@ bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
 
 int kl_rwlock_read_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
 {
-	const void *site = __builtin_return_address(0);
+	const void *site = KLI_SITE();
 	int err;
 
 	if (!kli_timespec_valid(abstime))
@@ -621,10 +633,12 @@ int kl_rwlock_read_timedlock(struct kl_rwlock *rw, const struct timespec *abstim
 
 void kl_rwlock_read_unlock(struct kl_rwlock *rw)
 {
-	const void *site = __builtin_return_address(0);
+	uintptr_t old;
 
-	kli_hook_release(rw, RW_KIND, KLI_HF_READ, site);
-	rw_read_release(rw, site);
+	kli_hook_release(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
+	old = rw_read_sub(rw);
+	if (kl_unlikely(rw_read_released_badly(rw, old)))
+		rw_read_released_slow(rw, old, KLI_SITE());
 	kli_hook_released(rw, RW_KIND, KLI_HF_READ);
 }
 
@@ -644,17 +658,17 @@ void kl_rwlock_write_lock(struct kl_rwlock *rw)
 {
 	struct kli_thread *self = kli_tls_self;
 
-	kli_hook_acquire(rw, RW_KIND, 0, __builtin_return_address(0));
+	kli_hook_acquire(rw, RW_KIND, 0, KLI_SITE());
 	if (kl_likely(self != NULL) && kl_likely(rw_write_fast(rw, self))) {
-		kli_hook_acquired(rw, RW_KIND, 0, __builtin_return_address(0));
+		kli_hook_acquired(rw, RW_KIND, 0, KLI_SITE());
 		return;
 	}
-	rw_write_lock_contended(rw, __builtin_return_address(0));
+	rw_write_lock_contended(rw, KLI_SITE());
 }
 
 bool kl_rwlock_write_trylock(struct kl_rwlock *rw)
 {
-	const void *site = __builtin_return_address(0);
+	const void *site = KLI_SITE();
 	int err;
 
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_TRY, site);
@@ -667,7 +681,7 @@ bool kl_rwlock_write_trylock(struct kl_rwlock *rw)
 
 int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
 {
-	const void *site = __builtin_return_address(0);
+	const void *site = KLI_SITE();
 	int err;
 
 	if (!kli_timespec_valid(abstime))
@@ -683,7 +697,7 @@ void kl_rwlock_write_unlock(struct kl_rwlock *rw)
 	struct kli_thread *self = kli_tls_self;
 	uintptr_t v = (uintptr_t)self | RW_WRLOCK;
 
-	kli_hook_release(rw, RW_KIND, 0, __builtin_return_address(0));
+	kli_hook_release(rw, RW_KIND, 0, KLI_SITE());
 	/* W2: release (seq_cst: SB with S1/S2, then we read the counts). With sleepers we
 	 * take the slow path to hand the lock to the readers instead of releasing it. */
 	if (kl_unlikely(self == NULL) ||
@@ -691,7 +705,7 @@ void kl_rwlock_write_unlock(struct kl_rwlock *rw)
 	    kl_unlikely(!atomic_compare_exchange_strong_explicit(&rw->word, &v, 0,
 								  memory_order_seq_cst,
 								  memory_order_relaxed))) {
-		rw_write_unlock_slow(rw, self, __builtin_return_address(0));
+		rw_write_unlock_slow(rw, self, KLI_SITE());
 		return;
 	}
 	if (kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
@@ -704,7 +718,7 @@ void kl_rwlock_write_unlock(struct kl_rwlock *rw)
 
 void kl_rwlock_write_downgrade(struct kl_rwlock *rw)
 {
-	const void *site = __builtin_return_address(0);
+	const void *site = KLI_SITE();
 	struct kli_thread *self = kli_self();
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 

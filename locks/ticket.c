@@ -137,7 +137,7 @@ void kl_ticket_init(struct kl_ticket *t)
 void kl_ticket_destroy(struct kl_ticket *t)
 {
 #if KLOCK_DEBUG_LOCKS
-	kli_dbg_destroy(&t->holder, t, TICKET_KIND, __builtin_return_address(0));
+	kli_dbg_destroy(&t->holder, t, TICKET_KIND, KLI_SITE());
 #endif
 	atomic_store_explicit(&t->next, TICKET_POISON, memory_order_relaxed);
 	atomic_store_explicit(&t->owner, TICKET_POISON, memory_order_relaxed);
@@ -146,31 +146,29 @@ void kl_ticket_destroy(struct kl_ticket *t)
 
 void kl_ticket_lock(struct kl_ticket *t)
 {
-	const void *site = __builtin_return_address(0);
 	uint32_t my, owner;
 
-	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN, site);
+	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
 #if KLOCK_DEBUG_LOCKS
-	if (!kli_dbg_lock_ok(&t->holder, t, TICKET_KIND, site))
+	if (!kli_dbg_lock_ok(&t->holder, t, TICKET_KIND, KLI_SITE()))
 		return;
 #endif
 	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
 	owner = atomic_load_explicit(&t->owner, memory_order_acquire);   /* T2: pairs with T3 */
 	if (kl_unlikely(owner != my))
-		ticket_wait(t, my, site);
+		ticket_wait(t, my, KLI_SITE());
 #if KLOCK_DEBUG_LOCKS
 	kli_dbg_locked(&t->holder);
 #endif
-	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN, site);
+	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
 }
 
 bool kl_ticket_trylock(struct kl_ticket *t)
 {
-	const void *site = __builtin_return_address(0);
 	uint32_t owner;
 	bool ok;
 
-	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY, site);
+	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY, KLI_SITE());
 	owner = atomic_load_explicit(&t->owner, memory_order_acquire); /* T2: pairs with T3 */
 	ok = atomic_compare_exchange_strong_explicit(&t->next, &owner, owner + 1,
 						     memory_order_relaxed, memory_order_relaxed);
@@ -178,21 +176,20 @@ bool kl_ticket_trylock(struct kl_ticket *t)
 	if (ok)
 		kli_dbg_locked(&t->holder);
 	else if (atomic_load_explicit(&t->holder, memory_order_relaxed) == KLI_DBG_POISON)
-		kli_dbg_report("use after destroy", t, TICKET_KIND, site);
+		kli_dbg_report("use after destroy", t, TICKET_KIND, KLI_SITE());
 #endif
 	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED),
-			  site);
+			  KLI_SITE());
 	return ok;
 }
 
 void kl_ticket_unlock(struct kl_ticket *t)
 {
-	const void *site = __builtin_return_address(0);
 	uint32_t owner;
 
-	kli_hook_release(t, TICKET_KIND, KLI_HF_SPIN, site);
+	kli_hook_release(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
 #if KLOCK_DEBUG_LOCKS
-	if (!kli_dbg_unlock_ok(&t->holder, t, TICKET_KIND, site))
+	if (!kli_dbg_unlock_ok(&t->holder, t, TICKET_KIND, KLI_SITE()))
 		return;
 #endif
 	owner = atomic_load_explicit(&t->owner, memory_order_relaxed) + 1; /* only we write it */
