@@ -75,9 +75,19 @@
  * oversubscribed case from paying a wake-up latency per hand-off). */
 #define MTX_HANDOFF_LOSSES 2u
 /* Barging acquisitions past a polling spinner before a locker yields it the turn. */
-#define MTX_PASS_MAX 3
-/* How long a locker yielding its turn waits for the spinner to take the free lock. */
-#define MTX_POLITE_NS 2000u
+#define MTX_PASS_MAX 64
+/* The spinner's poll interval starts here and doubles up to the cap: each poll pulls the
+ * holder's cache line away from it, so a spinner that polls at every relax hint slows
+ * the very thread it waits for (pthread's waiter "polls" through futex calls ~1 us
+ * apart, which is why it wins the tight duel against a naive spinner). */
+#define MTX_POLL_MIN_NS 50u
+#define MTX_POLL_MAX_NS 1000u
+/* How long a locker yielding its turn waits for the spinner to take the free lock: more
+ * than the spinner's longest poll interval. */
+#define MTX_POLITE_NS 4000u
+/* The spinner's no-progress budget never goes below this: it must be at least as patient
+ * as a polite locker is with it (a polite wait plus one poll interval). */
+#define MTX_SPIN_FLOOR_NS (MTX_POLITE_NS + MTX_POLL_MAX_NS)
 /* After the spinner failed to show up (preempted): barges allowed before the next try. */
 #define MTX_PASS_CREDIT 64
 
@@ -190,11 +200,50 @@ static bool mtx_unspin(struct kl_mutex *m, struct kli_thread *self)
 	return false;
 }
 
-/* Polls the word as the spin queue's head until it is ours or @s runs out. */
-static bool mtx_poll(struct kl_mutex *m, struct kli_thread *self, struct kli_spin *s)
-{
-	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+/* The spinner's paced poll: relax until the next poll is due, then double the interval
+ * (capped). False once the budget is spent. */
+struct mtx_pace {
+	uint64_t next;     /* kl_arch_cycles() of the next poll */
+	uint64_t interval; /* cycles between polls */
+	uint64_t cap;
+};
 
+static void mtx_pace_start(struct mtx_pace *p)
+{
+	p->interval = kli_ns_to_cycles(MTX_POLL_MIN_NS);
+	p->cap = kli_ns_to_cycles(MTX_POLL_MAX_NS);
+	p->next = kl_arch_cycles() + p->interval;
+}
+
+static bool mtx_pace(struct mtx_pace *p, const struct kli_spin *s)
+{
+	uint64_t now;
+
+	do {
+		kl_arch_relax();
+		now = kl_arch_cycles();
+	} while (now < p->next && now < s->deadline);
+	if (p->interval < p->cap)
+		p->interval <<= 1;
+	p->next = now + p->interval;
+	return now < s->deadline;
+}
+
+/*
+ * Polls the word as the spin queue's head until it is ours or @s runs out. The budget
+ * bounds time WITHOUT PROGRESS: while the lock keeps changing hands (another owner, or
+ * another barging pass) its holder is evidently running, so the budget restarts - the
+ * userspace stand-in for Linux's "spin while the owner is on a CPU". A holder that is
+ * preempted or in a long section makes no progress, and we go to sleep.
+ */
+static bool mtx_poll(struct kl_mutex *m, struct kli_thread *self, struct kli_spin *s,
+		     uint64_t budget_ns)
+{
+	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed), seen = v;
+	uint32_t passes = atomic_load_explicit(&m->passes, memory_order_relaxed), p;
+	struct mtx_pace pace;
+
+	mtx_pace_start(&pace);
 	for (;;) {
 		if (v & KLI_MTX_DESTROYED)
 			return false;
@@ -211,27 +260,39 @@ static bool mtx_poll(struct kl_mutex *m, struct kli_thread *self, struct kli_spi
 				atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
 			continue;
 		}
-		if (!kli_spin_poll(s))
+		if (!mtx_pace(&pace, s))
 			return mtx_unspin(m, self);
 		v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+		p = atomic_load_explicit(&m->passes, memory_order_relaxed);
+		if (kli_mtx_owner(v) != kli_mtx_owner(seen) || p != passes) {
+			seen = v; /* progress: the holder runs; the no-progress clock restarts */
+			passes = p;
+			kli_spin_start(s, budget_ns);
+		}
 	}
 }
 
 /* The spin phase: queue behind other spinners (OSQ), then poll. True holding @m. */
 static bool mtx_spin(struct kl_mutex *m, struct kli_thread *self, struct kli_wait *w)
 {
-	uint64_t t0 = kl_arch_cycles();
+	uint64_t budget = kli_spin_budget(&m->spin_ns), now, left;
+
+	if (budget < MTX_SPIN_FLOOR_NS)
+		budget = MTX_SPIN_FLOOR_NS;
 	struct kli_spin s;
 	bool got = false;
 
 	kli_wait_spin(w);
-	kli_spin_start(&s, kli_spin_budget(&m->spin_ns));
+	kli_spin_start(&s, budget);
 	if (kli_osq_lock(&m->spinq, self, &s)) {
-		got = mtx_poll(m, self, &s);
+		got = mtx_poll(m, self, &s, budget);
 		if (got)
 			atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
-		/* spin_ns has one writer: the queue's head (we still are). */
-		kli_spin_learn(&m->spin_ns, got, kli_cycles_to_ns(kl_arch_cycles() - t0));
+		/* Learn the last stretch without progress (what the budget bounds). spin_ns has
+		 * one writer: the queue's head (we still are). */
+		now = kl_arch_cycles();
+		left = now < s.deadline ? kli_cycles_to_ns(s.deadline - now) : 0;
+		kli_spin_learn(&m->spin_ns, got, left < budget ? budget - left : 0);
 		kli_osq_unlock(&m->spinq, self);
 	}
 	return got;
@@ -390,11 +451,19 @@ static KL_ALWAYS_INLINE bool mtx_release_fast(struct kl_mutex *m, struct kli_thr
 {
 	uintptr_t v = (uintptr_t)self;
 
+	if (kl_unlikely(self == NULL))
+		return false;
 	/* M2: release, pairs with M1 in the next holder's lock. */
-	return kl_likely(self != NULL) &&
-	       kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, 0,
-								 memory_order_release,
-								 memory_order_relaxed));
+	if (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, 0,
+							      memory_order_release,
+							      memory_order_relaxed)))
+		return true;
+	/* A spinner polls (the duel): release, keeping SPINNER - still one more CAS, not a
+	 * slow-path call. */
+	return v == ((uintptr_t)self | KLI_MTX_SPINNER) &&
+	       atomic_compare_exchange_strong_explicit(&m->owner, &v, KLI_MTX_SPINNER,
+						       memory_order_release, /* M2 */
+						       memory_order_relaxed);
 }
 
 /* ---- exported ------------------------------------------------------------------------ */
@@ -424,21 +493,43 @@ int kl_mutex_destroy(struct kl_mutex *m)
 	return 0;
 }
 
-/* kl_mutex_lock() past its first CAS (or for a thread without a record yet). */
-static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, const void *site)
+/* kl_mutex_lock() past its first CAS (or for a thread without a record yet: @self NULL). */
+static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, struct kli_thread *self,
+					  const void *site)
 {
-	struct kli_thread *self = kli_self();
 	uintptr_t v = 0;
 	int err = 0;
 
-	/* M1: acquire, pairs with M2. */
-	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	/* M1: acquire, pairs with M2 (a first use has not tried the fast path yet). */
+	if (self != NULL ||
+	    !atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)(self = kli_self()),
 						     memory_order_acquire, memory_order_relaxed))
 		err = mtx_lock_slow(m, self, NULL, 0, site);
 	kli_hook_acquired(m, MTX_KIND, err != 0 ? KLI_HF_FAILED : 0, site);
 	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
 		mtx_report(m, err == EDEADLK ? "relock of a held non-recursive lock"
 					     : "use after destroy", site);
+}
+
+/*
+ * Barging past a polling spinner, the commonest contended step (the two-thread duel): the
+ * word is exactly SPINNER (free, nobody asleep) and we have not used up our passes. Inline
+ * in the fast path's failure branch, so the uncontended path is unchanged and the duel
+ * does not pay a slow-path call per acquisition.
+ */
+static KL_ALWAYS_INLINE bool mtx_barge(struct kl_mutex *m, struct kli_thread *self, uintptr_t v)
+{
+	uint32_t p = atomic_load_explicit(&m->passes, memory_order_relaxed);
+
+	if (v != KLI_MTX_SPINNER || (int32_t)p >= MTX_PASS_MAX)
+		return false;
+	/* M1: acquire, pairs with M2. */
+	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v,
+						     (uintptr_t)self | KLI_MTX_SPINNER,
+						     memory_order_acquire, memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&m->passes, p + 1, memory_order_relaxed); /* we own it now */
+	return true;
 }
 
 /* The hottest path in the library: a leaf with one CAS (M1); the rest tail-calls. */
@@ -450,13 +541,14 @@ void kl_mutex_lock(struct kl_mutex *m)
 	kli_hook_acquire(m, MTX_KIND, 0, KLI_SITE());
 	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
 	if (kl_likely(self != NULL) &&
-	    kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
-							      memory_order_acquire,
-							      memory_order_relaxed))) {
+	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+							       memory_order_acquire,
+							       memory_order_relaxed)) ||
+	     mtx_barge(m, self, v))) {
 		kli_hook_acquired(m, MTX_KIND, 0, KLI_SITE());
 		return;
 	}
-	mtx_lock_contended(m, KLI_SITE());
+	mtx_lock_contended(m, self, KLI_SITE());
 }
 
 bool kl_mutex_trylock(struct kl_mutex *m)
