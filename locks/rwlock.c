@@ -271,9 +271,14 @@ static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct k
 
 	atomic_fetch_add_explicit(&rw->rwait, RW_SLEEPER, memory_order_seq_cst); /* S1 */
 	for (;;) {
+		/* The futex value first, then every condition it guards (a grant, the word):
+		 * a grant and its wake-up landing between a grant check and this load would
+		 * otherwise leave us asleep on the new value (G1 precedes the bump that
+		 * publishes it: the acquire here makes it visible below). */
+		seq = atomic_load_explicit(&rw->rseq, memory_order_seq_cst);
 		if (rw_read_leave(rw, false, true, site))
 			return 0; /* a writer handed us the lock */
-		seq = atomic_load_explicit(&rw->rseq, memory_order_seq_cst);
+		kli_test_point("rwlock.read_sleep.checked");
 		err = rw_read_try(rw, self, memory_order_seq_cst); /* S1: last look */
 		if (err != EAGAIN)
 			break;

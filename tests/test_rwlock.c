@@ -336,6 +336,84 @@ static void test_rwlock_writer_timeout_lets_deferred_readers_in(void **state)
 	assert_int_equal(atomic_load(&rw.word), 0);
 }
 
+/* ---- regression: a grant and its wake-up between a sleeping reader's grant check and its
+ * futex-value load left the reader asleep for good (found by a real-time duel run). ---- */
+static _Atomic int grant_stop;
+static _Atomic long grant_lost;
+static struct klt_barrier grant_start;
+
+static void *grant_writer(void *arg)
+{
+	unsigned seed = 12345;
+
+	klt_barrier_wait(&grant_start);
+	while (!atomic_load(&grant_stop)) {
+		seed = seed * 1103515245u + 12345u;
+		kl_rwlock_write_lock(&rw);
+		/* Hold for 0-30 us: long enough that the reader goes to sleep, at times
+		 * that sweep across its way to sleep. */
+		for (uint64_t t0 = kli_now_ns(); kli_now_ns() - t0 < (seed >> 16) % 30000;)
+			kl_arch_relax();
+		kl_rwlock_write_unlock(&rw);
+	}
+	return NULL;
+}
+
+static void *grant_reader(void *arg)
+{
+	long n = *(long *)arg;
+
+	klt_barrier_wait(&grant_start);
+	for (long i = 0; i < n; i++) {
+		/* A lost wake-up shows as an acquisition that only completes at its deadline
+		 * (a timed-out reader that finds its grant pending takes it), not a hang: the
+		 * writers release the lock every 30 us at most. */
+		struct timespec d = klt_deadline_ms(2000);
+		int err = kl_rwlock_read_timedlock(&rw, &d);
+
+		if (err != 0 || klt_now_ns() >= (int64_t)d.tv_sec * KLT_NSEC_PER_SEC + d.tv_nsec) {
+			atomic_fetch_add(&grant_lost, 1);
+			if (err == 0)
+				kl_rwlock_read_unlock(&rw);
+			break;
+		}
+		kl_rwlock_read_unlock(&rw);
+	}
+	atomic_store(&grant_stop, 1);
+	return NULL;
+}
+
+/* Widens the window: the reader pauses after its grant check, so a writer's grant and
+ * wake-up land inside it. */
+static void pause_after_grant_check(const char *point)
+{
+	if (strcmp(point, "rwlock.read_sleep.checked") == 0)
+		klt_sleep_ms(1);
+}
+
+static void test_rwlock_sleeping_reader_never_misses_its_grant(void **state)
+{
+	long n = klt_scaled(300);
+	pthread_t w[2], r;
+
+	atomic_store(&kli_test_hook, pause_after_grant_check);
+	kl_rwlock_init(&rw);
+	atomic_store(&grant_stop, 0);
+	atomic_store(&grant_lost, 0);
+	/* Two writers: one grants while the other waits, so a reader that misses its grant
+	 * defers to the waiting writer and sleeps. */
+	klt_barrier_init(&grant_start, 3);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&w[i], NULL, grant_writer, NULL), 0);
+	assert_int_equal(pthread_create(&r, NULL, grant_reader, &n), 0);
+	pthread_join(r, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_join(w[i], NULL);
+	atomic_store(&kli_test_hook, NULL);
+	assert_int_equal(atomic_load(&grant_lost), 0);
+	assert_int_equal(atomic_load(&rw.rwait), 0);
+}
+
 static void test_rwlock_static_initializer_works(void **state)
 {
 	static struct kl_rwlock s = KL_RWLOCK_INITIALIZER;
@@ -403,6 +481,7 @@ int main(void)
 		cmocka_unit_test(test_rwlock_new_readers_defer_to_a_sleeping_writer),
 		cmocka_unit_test(test_rwlock_sleeping_readers_are_handed_the_lock),
 		cmocka_unit_test(test_rwlock_writer_timeout_lets_deferred_readers_in),
+		cmocka_unit_test(test_rwlock_sleeping_reader_never_misses_its_grant),
 		cmocka_unit_test(test_rwlock_static_initializer_works),
 		cmocka_unit_test(test_rwlock_misuse_is_reported),
 	};
