@@ -5,9 +5,10 @@
  * What it is. The kernel adaptive mutex (Linux mutex + OSQ, FreeBSD mtx + lock_delay,
  * NetBSD/Solaris adaptive mutex) in userspace, with WebKit's ParkingLot for the sleep
  * side. Uncontended: one CAS to lock, one CAS to unlock. Contended: spin (one spinner
- * on the word, the rest queued on their own cache lines), for a time budget learnt from
- * recent waits, then park. Userspace has no "is the owner on a CPU" test (the rseq
- * sched_state RFC is unmerged), so the spin is bounded by time instead.
+ * on the word, polling at paced intervals; the rest queued on their own cache lines) for
+ * as long as the lock keeps changing hands, but no longer than a learnt budget without
+ * progress, then park. Userspace has no "is the owner on a CPU" test (the rseq
+ * sched_state RFC is unmerged): "the lock is still moving" stands in for it.
  *
  * State word `owner` (uintptr_t; thread records are 128-byte aligned, bits 0-6 are flags):
  *   bits 7..63  owner: the holder's struct kli_thread, or 0 when nobody holds it
@@ -42,7 +43,8 @@
  *      that finds the lock free while a spinner polls may take it at most MTX_PASS_MAX
  *      times in a row; then it leaves the lock to the spinner for up to MTX_POLITE_NS
  *      (bounded, so a preempted spinner cannot stall the lock). This is the "unlocker
- *      relocks at once and starves the spinner" case of the two-thread duel.
+ *      relocks at once and starves the spinner" case of the two-thread duel; the two
+ *      threads end up alternating streaks of MTX_PASS_MAX acquisitions.
  *
  * Memory ordering (labels appear at the sites).
  *   M1  acquire CAS taking the lock (fast path and slow path)   pairs with M2
