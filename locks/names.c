@@ -4,7 +4,10 @@
  *
  * Hashed chains under one wordlock. Names are looked up only when something is reported
  * or printed, so a single lock is plenty; set/forget happen at init/destroy time.
+ * fork(): the child frees the wordlock, which another thread may have held (a name that
+ * thread was setting at that moment may be missing in the child).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +30,16 @@ struct name_entry {
 static struct name_entry *name_table[NAME_BUCKETS];
 static _Atomic unsigned long name_count;
 static struct kli_wordlock name_lock = KLI_WORDLOCK_INIT;
+
+static void names_atfork_child(void)
+{
+	atomic_store_explicit(&name_lock.v, 0, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void names_fork_init(void)
+{
+	pthread_atfork(NULL, NULL, names_atfork_child);
+}
 
 static unsigned name_bucket(const void *lock)
 {

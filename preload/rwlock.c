@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * preload/rwlock.c - the pthread_rwlock_* interposers (the design is in preload/preload.c).
+ *
+ * Readers share: pthread read locks are kl_rwlock read locks, so readers of one lock run
+ * in parallel (LiTL turns them into exclusive locks).
+ *
+ * Read tracking. kl_rwlock prefers writers: a new reader waits for a writer that waits,
+ * so a thread that read-locks a lock it already reads, while a writer waits, would wait
+ * for that writer, which waits for it. POSIX (and glibc's default PREFER_READER kind)
+ * lets a thread hold a read lock several times. So for the PREFER_READER and PREFER_WRITER
+ * kinds each thread keeps a small table of the rwlocks it reads and how many times; a read
+ * lock of a lock already in the table only counts, and the kl_rwlock read hold is released
+ * with the last unlock. The table is thread-local (initial-exec TLS: no allocation). A
+ * thread that reads more than KLP_RD_TRACK distinct locks at once holds the extra ones
+ * untracked (counted, not named): a recursive read of those is not protected (a one-time
+ * message says so). PREFER_WRITER_NONRECURSIVE_NP promises no recursion: not tracked.
+ *
+ * Which side an unlock releases: a tracked read hold if the table has the lock; else the
+ * write side if this thread is the writer (kl_rwlock_wowned()); else a read hold (an
+ * untracked one, or - undefined in POSIX, tolerated by glibc - another thread's).
+ *
+ * Errors, as glibc: EINVAL for a timed call's tv_nsec out of range (checked first, even
+ * when the lock is free), EDEADLK for rdlock/wrlock/timed* by the writer, EBUSY for try* that
+ * would wait (the writer's own try* included), EAGAIN at 2^32 - 1 recursive read holds;
+ * beyond glibc, EDEADLK for a write lock by a thread that reads it (tracked kinds), where
+ * glibc waits forever. Adoption of a pristine (static or zeroed) rwlock is the mutex's
+ * T1/T2 protocol, with __shared (offset 28) as the forward mark and __flags as the kind.
+ */
+#include <string.h>
+
+#include "klp.h"
+
+/* Distinct rwlocks one thread can hold for reading at once and still read-lock again
+ * safely while a writer waits. */
+#define KLP_RD_TRACK 16
+
+struct rd_hold {
+	const void *lock;
+	uint32_t count;
+};
+
+struct rd_table {
+	uint32_t n;           /* entries in use */
+	uint32_t untracked;   /* read holds past a full table */
+	struct rd_hold e[KLP_RD_TRACK];
+};
+
+static __thread struct rd_table tls_rd __attribute__((tls_model("initial-exec")));
+static _Atomic bool rd_overflow_said;
+
+static inline struct klp_rwlock *RW(pthread_rwlock_t *rw)
+{
+	return (struct klp_rwlock *)(void *)rw;
+}
+
+void klp_rwlock_atfork_child(void)
+{
+	/* nothing shared: the tables are per thread and the child's is its parent's thread's */
+}
+
+/* ---- read tracking ----------------------------------------------------------------------- */
+
+static inline bool rw_tracked(uint64_t t)
+{
+	return KLP_TAG_KIND(t) != KLP_RK_NONRECURSIVE;
+}
+
+static inline int rd_find(const struct klp_rwlock *rw)
+{
+	for (int i = (int)tls_rd.n - 1; i >= 0; i--)
+		if (tls_rd.e[i].lock == rw)
+			return i;
+	return -1;
+}
+
+static KL_NOINLINE void rd_overflow(void)
+{
+	bool f = false;
+
+	tls_rd.untracked++;
+	if (atomic_compare_exchange_strong_explicit(&rd_overflow_said, &f, true,
+						    memory_order_relaxed, memory_order_relaxed))
+		klp_warn("a thread holds more than %d rwlocks for reading at once; read locks "
+			 "beyond that are not tracked, so recursive read locks on them may wait "
+			 "for a waiting writer (pthread_rwlock kind PREFER_READER)", KLP_RD_TRACK);
+}
+
+static inline void rd_push(const struct klp_rwlock *rw)
+{
+	if (kl_unlikely(tls_rd.n == KLP_RD_TRACK)) {
+		rd_overflow();
+		return;
+	}
+	tls_rd.e[tls_rd.n++] = (struct rd_hold){ rw, 1 };
+}
+
+static inline void rd_remove(int i)
+{
+	tls_rd.e[i] = tls_rd.e[--tls_rd.n];
+}
+
+/* ---- tags and adoption ---------------------------------------------------------------- */
+
+static uint64_t rw_tag(struct klp_rwlock *rw)
+{
+	uint64_t t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	unsigned kind;
+
+	if (KLP_TAG_OURS(t))
+		return t;
+	if (t != 0 || klp_config()->rw_impl == KLP_R_PTHREAD ||
+	    atomic_load_explicit((_Atomic int *)(void *)((char *)rw + KLP_RW_SHARED_OFF),
+				 memory_order_relaxed) != 0)
+		return 0;
+	kind = atomic_load_explicit(&rw->kind, memory_order_relaxed);
+	if (kind > KLP_RK_NONRECURSIVE)
+		return 0;
+	/* T1: release, pairs with T2. */
+	if (atomic_compare_exchange_strong_explicit(&rw->tag, &t, KLP_TAG(KLP_R_RWLOCK, kind),
+						    memory_order_acq_rel, memory_order_acquire))
+		return KLP_TAG(KLP_R_RWLOCK, kind);
+	return KLP_TAG_OURS(t) ? t : 0;
+}
+
+/* ---- the operations ------------------------------------------------------------------------ */
+
+/* A timed kl_rwlock acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. */
+static int rw_timed(struct klp_rwlock *rw, bool write, const struct klp_deadline *d)
+{
+	struct timespec mono;
+	bool last;
+	int err;
+
+	for (;;) {
+		err = klp_deadline_slice(d, &mono, &last);
+		if (err != 0)
+			return err;
+		err = write ? kl_rwlock_write_timedlock(&rw->u.rw, &mono)
+			    : kl_rwlock_read_timedlock(&rw->u.rw, &mono);
+		if (err != ETIMEDOUT)
+			return err;
+	}
+}
+
+/* glibc checks a timed rwlock call's tv_nsec before anything else (unlike a mutex's). */
+static bool rw_deadline_ok(const struct klp_deadline *d)
+{
+	return d == NULL || (d->abs->tv_nsec >= 0 && d->abs->tv_nsec < (long)KLI_NSEC_PER_SEC);
+}
+
+/* Read lock; @d NULL: wait without a deadline; @try: do not wait. */
+static int rw_rdlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_deadline *d,
+			    bool try)
+{
+	int i, err = 0;
+
+	if ((t & KLP_TAG_DESTROYED) || !rw_deadline_ok(d))
+		return EINVAL;
+	if (rw_tracked(t) && (i = rd_find(rw)) >= 0) {
+		if (tls_rd.e[i].count == UINT32_MAX)
+			return EAGAIN;
+		tls_rd.e[i].count++;
+		return 0;
+	}
+	if (!kl_rwlock_read_trylock(&rw->u.rw)) {
+		if (try)
+			return EBUSY;
+		if (kl_rwlock_wowned(&rw->u.rw))
+			return EDEADLK;
+		if (d == NULL)
+			kl_rwlock_read_lock(&rw->u.rw);
+		else
+			err = rw_timed(rw, false, d);
+		if (err != 0)
+			return err;
+	}
+	if (rw_tracked(t))
+		rd_push(rw);
+	return 0;
+}
+
+static int rw_wrlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_deadline *d,
+			    bool try)
+{
+	if ((t & KLP_TAG_DESTROYED) || !rw_deadline_ok(d))
+		return EINVAL;
+	if (kl_rwlock_write_trylock(&rw->u.rw))
+		return 0;
+	if (try)
+		return EBUSY;
+	if (kl_rwlock_wowned(&rw->u.rw) || (rw_tracked(t) && rd_find(rw) >= 0))
+		return EDEADLK;
+	if (d != NULL)
+		return rw_timed(rw, true, d);
+	kl_rwlock_write_lock(&rw->u.rw);
+	return 0;
+}
+
+static int rw_unlock_tagged(struct klp_rwlock *rw, uint64_t t)
+{
+	int i;
+
+	if (t & KLP_TAG_DESTROYED)
+		return EINVAL;
+	if (rw_tracked(t) && (i = rd_find(rw)) >= 0) {
+		if (--tls_rd.e[i].count == 0) {
+			rd_remove(i);
+			kl_rwlock_read_unlock(&rw->u.rw);
+		}
+		return 0;
+	}
+	if (kl_rwlock_wowned(&rw->u.rw)) {
+		kl_rwlock_write_unlock(&rw->u.rw);
+		return 0;
+	}
+	if (rw_tracked(t) && tls_rd.untracked > 0)
+		tls_rd.untracked--;
+	kl_rwlock_read_unlock(&rw->u.rw);
+	return 0;
+}
+
+/* ---- the interposers ---------------------------------------------------------------------- */
+
+static KL_NOINLINE int rw_rdlock_slow(pthread_rwlock_t *prw)
+{
+	uint64_t t = rw_tag(RW(prw));
+
+	return t == 0 ? KLP_REAL(pthread_rwlock_rdlock)(prw)
+		      : rw_rdlock_tagged(RW(prw), t, NULL, false);
+}
+
+KLP_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+
+	KLP_ENTER();
+	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	/* No read hold of our own (the common case): one CAS, then note it. */
+	if (kl_likely(t == KLP_TAG_RW_FAST && tls_rd.n == 0) &&
+	    kl_likely(kl_rwlock_read_trylock(&rw->u.rw))) {
+		tls_rd.e[0] = (struct rd_hold){ rw, 1 };
+		tls_rd.n = 1;
+		return 0;
+	}
+	return rw_rdlock_slow(prw);
+}
+
+KLP_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *prw)
+{
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_tryrdlock)(prw)
+		      : rw_rdlock_tagged(RW(prw), t, NULL, true);
+}
+
+KLP_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *prw, const struct timespec *abstime)
+{
+	struct klp_deadline d = { CLOCK_REALTIME, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_timedrdlock)(prw, abstime)
+		      : rw_rdlock_tagged(RW(prw), t, &d, false);
+}
+
+KLP_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *prw, clockid_t clock,
+					  const struct timespec *abstime)
+{
+	struct klp_deadline d = { clock, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	if (t == 0)
+		return KLP_REAL(pthread_rwlock_clockrdlock)(prw, clock, abstime);
+	if (!klp_clock_ok(clock))
+		return EINVAL;
+	return rw_rdlock_tagged(RW(prw), t, &d, false);
+}
+
+static KL_NOINLINE int rw_wrlock_slow(pthread_rwlock_t *prw)
+{
+	uint64_t t = rw_tag(RW(prw));
+
+	return t == 0 ? KLP_REAL(pthread_rwlock_wrlock)(prw)
+		      : rw_wrlock_tagged(RW(prw), t, NULL, false);
+}
+
+KLP_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+
+	KLP_ENTER();
+	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	if (kl_likely(t == KLP_TAG_RW_FAST || t == KLP_TAG_RW_FAST_NR) &&
+	    kl_likely(kl_rwlock_write_trylock(&rw->u.rw)))
+		return 0;
+	return rw_wrlock_slow(prw);
+}
+
+KLP_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *prw)
+{
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_trywrlock)(prw)
+		      : rw_wrlock_tagged(RW(prw), t, NULL, true);
+}
+
+KLP_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *prw, const struct timespec *abstime)
+{
+	struct klp_deadline d = { CLOCK_REALTIME, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_timedwrlock)(prw, abstime)
+		      : rw_wrlock_tagged(RW(prw), t, &d, false);
+}
+
+KLP_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *prw, clockid_t clock,
+					  const struct timespec *abstime)
+{
+	struct klp_deadline d = { clock, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	if (t == 0)
+		return KLP_REAL(pthread_rwlock_clockwrlock)(prw, clock, abstime);
+	if (!klp_clock_ok(clock))
+		return EINVAL;
+	return rw_wrlock_tagged(RW(prw), t, &d, false);
+}
+
+static KL_NOINLINE int rw_unlock_slow(pthread_rwlock_t *prw)
+{
+	uint64_t t = rw_tag(RW(prw));
+
+	return t == 0 ? KLP_REAL(pthread_rwlock_unlock)(prw) : rw_unlock_tagged(RW(prw), t);
+}
+
+KLP_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+
+	KLP_ENTER();
+	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	/* The one read hold the fast rdlock noted. */
+	if (kl_likely(t == KLP_TAG_RW_FAST && tls_rd.n == 1 && tls_rd.e[0].lock == rw &&
+		      tls_rd.e[0].count == 1)) {
+		tls_rd.n = 0;
+		kl_rwlock_read_unlock(&rw->u.rw);
+		return 0;
+	}
+	return rw_unlock_slow(prw);
+}
+
+KLP_EXPORT int pthread_rwlock_init(pthread_rwlock_t *prw, const pthread_rwlockattr_t *attr)
+{
+	struct klp_rwlock *rw = RW(prw);
+	int pshared = PTHREAD_PROCESS_PRIVATE, kind = PTHREAD_RWLOCK_DEFAULT_NP;
+
+	KLP_ENTER();
+	if (attr != NULL) {
+		pthread_rwlockattr_getpshared(attr, &pshared);
+		pthread_rwlockattr_getkind_np(attr, &kind);
+	}
+	if (pshared != PTHREAD_PROCESS_PRIVATE || klp_config()->rw_impl == KLP_R_PTHREAD ||
+	    kind < 0 || kind > (int)KLP_RK_NONRECURSIVE)
+		return KLP_REAL(pthread_rwlock_init)(prw, attr);
+	memset(prw, 0, sizeof(*prw));
+	kl_rwlock_init(&rw->u.rw);
+	atomic_store_explicit(&rw->kind, (uint32_t)kind, memory_order_relaxed);
+	atomic_store_explicit(&rw->tag, KLP_TAG(KLP_R_RWLOCK, kind), memory_order_release);
+	return 0;
+}
+
+KLP_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+	int err;
+
+	KLP_ENTER();
+	t = rw_tag(rw);
+	if (t == 0)
+		return KLP_REAL(pthread_rwlock_destroy)(prw);
+	if (t & KLP_TAG_DESTROYED)
+		return EINVAL;
+	err = kl_rwlock_destroy(&rw->u.rw);
+	if (err == 0)
+		atomic_store_explicit(&rw->tag, t | KLP_TAG_DESTROYED, memory_order_relaxed);
+	return err;
+}
