@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 #include <semaphore.h>
+#include <sys/syscall.h>
 
 #include "kltest.h"
 
@@ -39,6 +40,17 @@ static inline bool pt_preloaded(void)
 		abort();
 	}
 	return true;
+}
+
+/* Whether the kernel tracks robust mutexes for us: qemu-user answers ENOSYS to the
+ * robust-list system calls (it cannot walk a guest's list at thread death), so a robust
+ * mutex's owner death is never noticed there and those tests are skipped. */
+static inline bool pt_robust_supported(void)
+{
+	void *head;
+	size_t len;
+
+	return syscall(SYS_get_robust_list, 0, &head, &len) == 0;
 }
 
 /* Whether environment variable @name is set to @value. */

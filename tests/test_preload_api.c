@@ -333,6 +333,8 @@ static void test_preload_robust_mutex_owner_death_is_glibc(void **state)
 	struct pt_helper h;
 
 	(void)state;
+	if (!pt_robust_supported())
+		skip();
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	assert_int_equal(pthread_mutex_init(&m, &a), 0);

@@ -278,6 +278,8 @@ static void test_preload_cond_robust_owner_death_reaches_the_waiter(void **state
 	int err = 0;
 
 	(void)state;
+	if (!pt_robust_supported())
+		skip();
 	mutex_make(&r.m, MK_ROBUST);
 	assert_int_equal(pthread_cond_init(&r.c, NULL), 0);
 	assert_int_equal(pthread_mutex_lock(&r.m), 0);
