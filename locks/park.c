@@ -148,6 +148,7 @@ bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg)
 	if (t != NULL) {
 		queue_unlink(b, prev, t);
 		r.unparked = true;
+		r.thread = t;
 		r.waited_ns = kli_now_ns() - t->park_since;
 		for (u = prev != NULL ? prev->park_next : b->head; u != NULL; u = u->park_next)
 			if (key_of(u) == key) {

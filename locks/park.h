@@ -49,6 +49,12 @@ struct kli_unpark_result {
 	bool unparked;       /* a thread was dequeued and will wake */
 	bool more;           /* other threads remain queued on the key */
 	uint64_t waited_ns;  /* how long the dequeued thread has waited (since its since_ns) */
+	/* The dequeued thread (NULL when none). It stays asleep until the callback returns,
+	 * so the callback may read what it published before parking (its role: reader or
+	 * writer) and act on its behalf - e.g. take a read hold for it (percpu-rwsem's
+	 * wake function, rmlock's FIFO admission). Its record's fields are stable: the thread
+	 * is blocked in kli_park() and sees the callback's writes after K2. */
+	struct kli_thread *thread;
 };
 
 /* Runs under the bucket lock once the dequeue is decided; returns the token to hand over. */

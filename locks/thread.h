@@ -19,7 +19,14 @@
 
 #include <sys/types.h>
 
+#include <klock/rmlock.h>
+
 #include "kl_internal.h"
+
+/* kli_thread.rdm_role: why a thread is parked on a read-mostly lock. */
+enum { KLI_RDM_NONE, KLI_RDM_READER, KLI_RDM_WRITER };
+/* pcpu_rwsem read holds a debug build tracks per thread (recursion, unlock checks). */
+#define KLI_RDM_TRACK 8
 
 struct kli_thread {
 	/* -- parking lot (locks/park.c); all fields under the bucket lock but park_state */
@@ -36,6 +43,16 @@ struct kli_thread {
 	_Atomic bool live;              /* a running thread owns this record */
 	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
 	pid_t tid;                      /* kernel thread id of the current owner */
+
+	/* -- read-mostly locks (locks/rmlock.c, locks/pcpu_rwsem.c) */
+	uint8_t rdm_role;               /* KLI_RDM_READER/WRITER: what this thread is parked
+	                                 * for; read by the unparker under the bucket lock */
+	uint32_t rdm_pcpu_n;            /* debug builds: pcpu_rwsem read holds outstanding */
+	const void *rdm_pcpu[KLI_RDM_TRACK]; /* debug builds: which (the first KLI_RDM_TRACK) */
+	/* rmlock read holds (klock/rmlock.h). Its own KL_ARCH_PAD-aligned block, last in the
+	 * record: only this thread writes it (and a writer admitting it while it is parked),
+	 * writers scanning for readers only read it. */
+	struct kl_rm_reader rm KL_PADDED;
 } KL_PADDED;
 
 /* The calling thread's record, or NULL before its first kli_self(). */
