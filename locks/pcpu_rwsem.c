@@ -494,17 +494,23 @@ int kl_pcpu_rwsem_destroy(struct kl_pcpu_rwsem *sem)
 
 /* ---- parking ------------------------------------------------------------------------ */
 
-/* Under the bucket lock: queue only while `block` is held; mark the queue (I3). */
+/* Under the bucket lock: queue only while `block` is held, and mark the queue (I3). The
+ * mark must be a CAS that requires PCPU_BLOCK: write_unlock's fast CAS(BLOCK -> 0) runs
+ * outside the bucket lock, and a blind fetch_or after it would leave WAITERS without an
+ * owner to clear it (nobody could ever take the semaphore again). */
 static bool pcpu_park_validate(void *arg)
 {
 	struct kl_pcpu_rwsem *sem = arg;
 	uint32_t b = atomic_load_explicit(&sem->block, memory_order_relaxed);
 
-	if (!(b & PCPU_BLOCK))
-		return false;
-	if (!(b & PCPU_WAITERS))
-		atomic_fetch_or_explicit(&sem->block, PCPU_WAITERS, memory_order_relaxed);
-	return true;
+	while (b & PCPU_BLOCK) {
+		if ((b & PCPU_WAITERS) ||
+		    atomic_compare_exchange_weak_explicit(&sem->block, &b, b | PCPU_WAITERS,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	}
+	return false;
 }
 
 /* Queues the caller as a @role; returns the token (0: not queued, retry). */

@@ -262,9 +262,11 @@ static bool rm_check_alive(const struct kl_rmlock *lk, const void *site)
 	return false;
 }
 
-static void rm_check_read(struct kl_rmlock *lk, struct kli_thread *self, const void *site)
+/* Returns false (after reporting) when the call must be ignored: a destroyed lock. */
+static bool rm_check_read(struct kl_rmlock *lk, struct kli_thread *self, const void *site)
 {
-	rm_check_alive(lk, site);
+	if (!rm_check_alive(lk, site))
+		return false;
 	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == (uintptr_t)self)
 		kli_report("read lock of a lock this thread write-holds (deadlock)", "rmlock", lk,
 			   site, NULL);
@@ -274,6 +276,7 @@ static void rm_check_read(struct kl_rmlock *lk, struct kli_thread *self, const v
 			   (atomic_load_explicit(&lk->state, memory_order_relaxed) &
 			    KL_RM_S_WRITER) ? "a writer is waiting: this deadlocks now"
 					    : "deadlocks whenever a writer is waiting");
+	return true;
 }
 
 /* Returns false when the unlock must not proceed. */
@@ -300,20 +303,23 @@ static bool rm_check_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *tr,
 	return true;
 }
 
-static void rm_check_write(struct kl_rmlock *lk, struct kli_thread *self, const void *site)
+static bool rm_check_write(struct kl_rmlock *lk, struct kli_thread *self, const void *site)
 {
-	rm_check_alive(lk, site);
+	if (!rm_check_alive(lk, site))
+		return false;
 	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == (uintptr_t)self)
 		kli_report("recursive write lock (deadlock)", "rmlock", lk, site, NULL);
 	if (rm_find(&self->rm, lk) != 0)
 		kli_report("write lock of a lock this thread read-holds (deadlock)", "rmlock", lk,
 			   site, NULL);
+	return true;
 }
 #else
-static inline void rm_check_read(struct kl_rmlock *lk, struct kli_thread *self,
+static inline bool rm_check_read(struct kl_rmlock *lk, struct kli_thread *self,
 				 const void *site)
 {
 	(void)lk, (void)self, (void)site;
+	return true;
 }
 
 static inline bool rm_check_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *tr,
@@ -323,10 +329,11 @@ static inline bool rm_check_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *t
 	return true;
 }
 
-static inline void rm_check_write(struct kl_rmlock *lk, struct kli_thread *self,
+static inline bool rm_check_write(struct kl_rmlock *lk, struct kli_thread *self,
 				  const void *site)
 {
 	(void)lk, (void)self, (void)site;
+	return true;
 }
 #endif
 
@@ -381,17 +388,23 @@ int kl_rmlock_destroy(struct kl_rmlock *lk)
 
 /* ---- readers -------------------------------------------------------------------------- */
 
-/* Under the bucket lock: park only while a writer owns the lock; mark the queue (I5). */
+/* Under the bucket lock: park only while a writer owns the lock, and mark the queue (I5).
+ * The mark must be a CAS that requires the writer bit: write_unlock's fast CAS
+ * (WRITER -> 0) runs outside the bucket lock, and a blind fetch_or after it would leave
+ * QUEUED without a writer (no writer could ever get in again). */
 static bool rm_park_validate(void *arg)
 {
 	struct kl_rmlock *lk = arg;
 	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed);
 
-	if (!(s & KL_RM_S_WRITER) || s == RM_S_POISON)
-		return false;
-	if (!(s & RM_S_QUEUED))
-		atomic_fetch_or_explicit(&lk->state, RM_S_QUEUED, memory_order_relaxed);
-	return true;
+	while ((s & KL_RM_S_WRITER) && s != RM_S_POISON) {
+		if ((s & RM_S_QUEUED) ||
+		    atomic_compare_exchange_weak_explicit(&lk->state, &s, s | RM_S_QUEUED,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	}
+	return false;
 }
 
 /* Parks the caller as a @role on @lk's FIFO; returns the token (0: not queued). */
@@ -458,7 +471,8 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 	bool waited = false;
 	uint32_t idx;
 
-	rm_check_read(lk, self, site);
+	if (!rm_check_read(lk, self, site))
+		return false;
 	for (;;) {
 		idx = rm_publish(r, lk);
 		if (kl_likely(!(atomic_load_explicit(&lk->state, memory_order_acquire) &
@@ -666,7 +680,8 @@ void kl_rmlock_write_lock(struct kl_rmlock *lk)
 	bool waited = false;
 	uint32_t zero = 0;
 
-	rm_check_write(lk, self, site);
+	if (!rm_check_write(lk, self, site))
+		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, site);
 	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(
 		    &lk->state, &zero, KL_RM_S_WRITER, memory_order_acquire, /* G */
@@ -742,7 +757,8 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 	bool waited = false;
 	uint32_t zero = 0;
 
-	rm_check_write(lk, self, site);
+	if (!rm_check_write(lk, self, site))
+		return false;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, site);
 	if (!atomic_compare_exchange_strong_explicit(&lk->state, &zero, KL_RM_S_WRITER,
 						     memory_order_acquire, /* G */
