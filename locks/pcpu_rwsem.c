@@ -248,7 +248,8 @@ static KL_ALWAYS_INLINE _Atomic uint64_t *pcpu_ctr(struct pcpu_slot *s, int ctr)
 static KL_ALWAYS_INLINE bool pcpu_rseq_inc(const void *gate, int ctr)
 {
 #if KL_ARCH_HAVE_RSEQ
-	return kl_arch_rseq_inc(kl_pcpu_rseq_off, gate, ctr == PCPU_UNLOCK ? KL_PCPU_UNLOCK_OFF : 0);
+	return kl_arch_rseq_inc(kl_pcpu_rseq_off, gate,
+				ctr == PCPU_UNLOCK ? KL_PCPU_UNLOCK_OFF : 0);
 #else
 	(void)gate, (void)ctr;
 	return false;
@@ -480,7 +481,7 @@ int kl_pcpu_rwsem_destroy(struct kl_pcpu_rwsem *sem)
 #if KLOCK_DEBUG_LOCKS
 		kli_report((w & GP_POISON_BIT) ? "destroy of a destroyed lock"
 					       : "destroy of a held or waited-for lock",
-			   "pcpu_rwsem", sem, __builtin_return_address(0), NULL);
+			   "pcpu_rwsem", sem, KLI_SITE(), NULL);
 #endif
 		return EBUSY;
 	}
@@ -584,20 +585,16 @@ static KL_NOINLINE bool pcpu_read_slow(struct kl_pcpu_rwsem *sem, bool counted, 
 	return true;
 }
 
-/* (site is re-read where it is used, so the fast path keeps no value across a call and
- * needs no stack frame.) */
-#define SITE __builtin_return_address(0)
-
 void (kl_pcpu_rwsem_read_lock)(struct kl_pcpu_rwsem *sem)
 {
 	int r;
 
-	pcpu_track_read(sem, SITE);
-	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ, SITE);
+	pcpu_track_read(sem, KLI_SITE());
+	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ, KLI_SITE());
 	r = pcpu_fast_path(sem, PCPU_LOCK);
 	if (kl_unlikely(r != FAST_IN))
-		pcpu_read_slow(sem, r == FAST_COUNTED, false, SITE);
-	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ, SITE);
+		pcpu_read_slow(sem, r == FAST_COUNTED, false, KLI_SITE());
+	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ, KLI_SITE());
 }
 
 bool kl_pcpu_rwsem_read_trylock(struct kl_pcpu_rwsem *sem)
@@ -605,14 +602,14 @@ bool kl_pcpu_rwsem_read_trylock(struct kl_pcpu_rwsem *sem)
 	bool ok = true;
 	int r;
 
-	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ | KLI_HF_TRY, SITE);
+	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ | KLI_HF_TRY, KLI_SITE());
 	r = pcpu_fast_path(sem, PCPU_LOCK);
 	if (kl_unlikely(r != FAST_IN))
-		ok = pcpu_read_slow(sem, r == FAST_COUNTED, true, SITE);
+		ok = pcpu_read_slow(sem, r == FAST_COUNTED, true, KLI_SITE());
 	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM,
-			  KLI_HF_READ | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), SITE);
+			  KLI_HF_READ | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
 	if (ok)
-		pcpu_track_read(sem, SITE);
+		pcpu_track_read(sem, KLI_SITE());
 	return ok;
 }
 
@@ -628,9 +625,9 @@ void (kl_pcpu_rwsem_read_unlock)(struct kl_pcpu_rwsem *sem)
 {
 	int r;
 
-	if (!pcpu_untrack_read(sem, SITE))
+	if (!pcpu_untrack_read(sem, KLI_SITE()))
 		return;
-	kli_hook_release(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ, SITE);
+	kli_hook_release(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ, KLI_SITE());
 	r = pcpu_fast_path(sem, PCPU_UNLOCK); /* R */
 	if (kl_unlikely(r != FAST_IN)) {
 		if (r == FAST_OUT)
@@ -694,14 +691,13 @@ static void pcpu_drain(struct kl_pcpu_rwsem *sem, struct pcpu_slot *slots,
 
 void kl_pcpu_rwsem_write_lock(struct kl_pcpu_rwsem *sem)
 {
-	const void *site = __builtin_return_address(0);
 	struct pcpu_slot *slots = pcpu_slots(sem);
 	struct kli_wait w;
 	bool waited = false;
 	uint32_t zero = 0;
 
-	pcpu_check_write(sem, site);
-	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, 0, site);
+	pcpu_check_write(sem, KLI_SITE());
+	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 	rcu_sync_enter(sem);
 	if (!atomic_compare_exchange_strong_explicit(&sem->block, &zero, PCPU_BLOCK,
 						     memory_order_seq_cst, /* D */
@@ -713,8 +709,8 @@ void kl_pcpu_rwsem_write_lock(struct kl_pcpu_rwsem *sem)
 	pcpu_drain(sem, slots, &w, &waited);
 	atomic_store_explicit(&sem->owner, (uintptr_t)kli_self(), memory_order_relaxed);
 	if (waited)
-		kli_wait_end(&w, sem, KLI_KIND_PCPU_RWSEM, 0, site);
-	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, 0, site);
+		kli_wait_end(&w, sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
+	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 }
 
 /* Under the bucket lock, once write_unlock's dequeue is decided (Linux's
@@ -760,7 +756,6 @@ static KL_NOINLINE void pcpu_unlock_slow(struct kl_pcpu_rwsem *sem)
 
 void kl_pcpu_rwsem_write_unlock(struct kl_pcpu_rwsem *sem)
 {
-	const void *site = __builtin_return_address(0);
 	uint32_t b = PCPU_BLOCK;
 
 #if KLOCK_DEBUG_LOCKS
@@ -768,11 +763,11 @@ void kl_pcpu_rwsem_write_unlock(struct kl_pcpu_rwsem *sem)
 		kli_report((atomic_load_explicit(&sem->gp, memory_order_relaxed) & GP_POISON_BIT)
 				   ? "use of a destroyed lock"
 				   : "write unlock by a thread that does not own the lock",
-			   "pcpu_rwsem", sem, site, NULL);
+			   "pcpu_rwsem", sem, KLI_SITE(), NULL);
 		return;
 	}
 #endif
-	kli_hook_release(sem, KLI_KIND_PCPU_RWSEM, 0, site);
+	kli_hook_release(sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 	atomic_store_explicit(&sem->owner, 0, memory_order_relaxed);
 	if (!atomic_compare_exchange_strong_explicit(&sem->block, &b, 0,
 						     memory_order_release, /* H */

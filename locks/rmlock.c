@@ -370,14 +370,14 @@ int kl_rmlock_destroy(struct kl_rmlock *lk)
 #if KLOCK_DEBUG_LOCKS
 		kli_report(s == RM_S_POISON ? "destroy of a destroyed lock"
 					    : "destroy of a write-held lock",
-			   "rmlock", lk, __builtin_return_address(0), NULL);
+			   "rmlock", lk, KLI_SITE(), NULL);
 #endif
 		return EBUSY;
 	}
 	if (rm_read_held(lk)) {
 #if KLOCK_DEBUG_LOCKS
 		kli_report("destroy of a read-held lock", "rmlock", lk,
-			   __builtin_return_address(0), NULL);
+			   KLI_SITE(), NULL);
 #endif
 		return EBUSY;
 	}
@@ -501,43 +501,40 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 
 void (kl_rmlock_read_lock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
-	const void *site = __builtin_return_address(0);
 
-	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_READ, site);
-	rm_read_slow(lk, tr, false, site);
-	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_READ, site);
+	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
+	rm_read_slow(lk, tr, false, KLI_SITE());
+	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
 }
 
 bool kl_rmlock_read_trylock(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
-	const void *site = __builtin_return_address(0);
 	bool ok;
 
-	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_READ | KLI_HF_TRY, site);
-	ok = rm_read_slow(lk, tr, true, site);
+	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_READ | KLI_HF_TRY, KLI_SITE());
+	ok = rm_read_slow(lk, tr, true, KLI_SITE());
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK,
-			  KLI_HF_READ | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), site);
+			  KLI_HF_READ | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
 	return ok;
 }
 
 void (kl_rmlock_read_unlock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
-	const void *site = __builtin_return_address(0);
 	struct kli_thread *self = kli_self();
 	struct kl_rm_reader *r = &self->rm;
 	uint32_t idx;
 
-	if (!rm_check_unlock(lk, tr, self, site))
+	if (!rm_check_unlock(lk, tr, self, KLI_SITE()))
 		return;
 	idx = rm_find(r, lk);
 #if KLOCK_DEBUG_LOCKS
 	if (idx == 0 && atomic_load_explicit(&lk->ovf, memory_order_relaxed) == 0) {
-		kli_report("read unlock of a lock not read-held", "rmlock", lk, site, NULL);
+		kli_report("read unlock of a lock not read-held", "rmlock", lk, KLI_SITE(), NULL);
 		return;
 	}
 	tr->magic = 0;
 #endif
-	kli_hook_release(lk, KLI_KIND_RMLOCK, KLI_HF_READ, site);
+	kli_hook_release(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
 	rm_unpublish(lk, r, idx);
 	kli_hook_released(lk, KLI_KIND_RMLOCK, KLI_HF_READ);
 }
@@ -674,15 +671,14 @@ static bool rm_drain(struct kl_rmlock *lk, bool try, struct kli_wait *w, bool *w
 
 void kl_rmlock_write_lock(struct kl_rmlock *lk)
 {
-	const void *site = __builtin_return_address(0);
 	struct kli_thread *self = kli_self();
 	struct kli_wait w;
 	bool waited = false;
 	uint32_t zero = 0;
 
-	if (!rm_check_write(lk, self, site))
+	if (!rm_check_write(lk, self, KLI_SITE()))
 		return;
-	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, site);
+	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(
 		    &lk->state, &zero, KL_RM_S_WRITER, memory_order_acquire, /* G */
 		    memory_order_relaxed))) {
@@ -693,8 +689,8 @@ void kl_rmlock_write_lock(struct kl_rmlock *lk)
 	rm_drain(lk, false, &w, &waited);
 	atomic_store_explicit(&lk->owner, (uintptr_t)self, memory_order_relaxed);
 	if (waited)
-		kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, site);
-	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, site);
+		kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
+	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
 
 /* Under the bucket lock, once write_unlock's dequeue is decided: admit a reader (publish
@@ -751,34 +747,32 @@ static void rm_write_release(struct kl_rmlock *lk)
 
 bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 {
-	const void *site = __builtin_return_address(0);
 	struct kli_thread *self = kli_self();
 	struct kli_wait w;
 	bool waited = false;
 	uint32_t zero = 0;
 
-	if (!rm_check_write(lk, self, site))
+	if (!rm_check_write(lk, self, KLI_SITE()))
 		return false;
-	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, site);
+	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
 	if (!atomic_compare_exchange_strong_explicit(&lk->state, &zero, KL_RM_S_WRITER,
 						     memory_order_acquire, /* G */
 						     memory_order_relaxed)) {
-		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, site);
+		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
 		return false;
 	}
 	if (!rm_drain(lk, true, &w, &waited)) {
 		rm_write_release(lk);
-		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, site);
+		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
 		return false;
 	}
 	atomic_store_explicit(&lk->owner, (uintptr_t)self, memory_order_relaxed);
-	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, site);
+	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
 	return true;
 }
 
 void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 {
-	const void *site = __builtin_return_address(0);
 
 #if KLOCK_DEBUG_LOCKS
 	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) != (uintptr_t)kli_tls_self ||
@@ -786,11 +780,11 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 		kli_report(atomic_load_explicit(&lk->state, memory_order_relaxed) == RM_S_POISON
 				   ? "use of a destroyed lock"
 				   : "write unlock by a thread that does not own the lock",
-			   "rmlock", lk, site, NULL);
+			   "rmlock", lk, KLI_SITE(), NULL);
 		return;
 	}
 #endif
-	kli_hook_release(lk, KLI_KIND_RMLOCK, 0, site);
+	kli_hook_release(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 	rm_write_release(lk);
 	kli_hook_released(lk, KLI_KIND_RMLOCK, 0);
 }

@@ -52,7 +52,7 @@ int kl_seqlock_destroy(struct kl_seqlock *sl)
 	if (atomic_load_explicit(&sl->wlock, memory_order_acquire) != 0) {
 #if KLOCK_DEBUG_LOCKS
 		kli_report("destroy of a write-held lock", "seqlock", sl,
-			   __builtin_return_address(0), NULL);
+			   KLI_SITE(), NULL);
 #endif
 		return EBUSY;
 	}
@@ -97,50 +97,47 @@ static void seq_write_begin(struct kl_seqlock *sl)
 
 void kl_seqlock_write_lock(struct kl_seqlock *sl)
 {
-	const void *site = __builtin_return_address(0);
 	uint32_t c = 0;
 
 #if KLOCK_DEBUG_LOCKS
 	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) == (uintptr_t)kli_self())
-		kli_report("recursive write lock (deadlock)", "seqlock", sl, site, NULL);
+		kli_report("recursive write lock (deadlock)", "seqlock", sl, KLI_SITE(), NULL);
 #endif
-	kli_hook_acquire(sl, KLI_KIND_SEQLOCK, 0, site);
+	kli_hook_acquire(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
 	if (!atomic_compare_exchange_strong_explicit(&sl->wlock, &c, 1, memory_order_acquire,
 						     memory_order_relaxed)) /* M1 */
-		seq_wlock_slow(sl, site);
+		seq_wlock_slow(sl, KLI_SITE());
 	seq_write_begin(sl);
-	kli_hook_acquired(sl, KLI_KIND_SEQLOCK, 0, site);
+	kli_hook_acquired(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
 }
 
 bool kl_seqlock_write_trylock(struct kl_seqlock *sl)
 {
-	const void *site = __builtin_return_address(0);
 	uint32_t c = 0;
 	bool ok;
 
-	kli_hook_acquire(sl, KLI_KIND_SEQLOCK, KLI_HF_TRY, site);
+	kli_hook_acquire(sl, KLI_KIND_SEQLOCK, KLI_HF_TRY, KLI_SITE());
 	ok = atomic_compare_exchange_strong_explicit(&sl->wlock, &c, 1, memory_order_acquire,
 						     memory_order_relaxed); /* M1 */
 	if (ok)
 		seq_write_begin(sl);
-	kli_hook_acquired(sl, KLI_KIND_SEQLOCK, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), site);
+	kli_hook_acquired(sl, KLI_KIND_SEQLOCK, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
 	return ok;
 }
 
 void kl_seqlock_write_unlock(struct kl_seqlock *sl)
 {
-	const void *site = __builtin_return_address(0);
 	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_relaxed);
 
 #if KLOCK_DEBUG_LOCKS
 	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) != (uintptr_t)kli_self() ||
 	    !(s & 1)) {
 		kli_report("write unlock by a thread that does not own the lock", "seqlock", sl,
-			   site, NULL);
+			   KLI_SITE(), NULL);
 		return;
 	}
 #endif
-	kli_hook_release(sl, KLI_KIND_SEQLOCK, 0, site);
+	kli_hook_release(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
 	atomic_store_explicit(&sl->owner, 0, memory_order_relaxed);
 	atomic_store_explicit(&sl->seq, s + 1, memory_order_release); /* W2: pairs with R1 */
 	if (atomic_exchange_explicit(&sl->wlock, 0, memory_order_release) == 2) /* M2 */

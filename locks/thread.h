@@ -23,6 +23,8 @@
 
 #include "kl_internal.h"
 
+struct kli_ls_table;   /* locks/lockstat_impl.h */
+
 /* kli_thread.rdm_role: why a thread is parked on a read-mostly lock. */
 enum { KLI_RDM_NONE, KLI_RDM_READER, KLI_RDM_WRITER };
 /* pcpu_rwsem read holds a debug build tracks per thread (recursion, unlock checks). */
@@ -43,6 +45,11 @@ struct kli_thread {
 	_Atomic bool live;              /* a running thread owns this record */
 	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
 	pid_t tid;                      /* kernel thread id of the current owner */
+
+	/* -- lockstat (locks/lockstat.c): this thread's contention table, allocated on its
+	 * first recorded episode and kept with the record when it is recycled. Only the
+	 * owner writes the table; reports read it under the table's seqcount. */
+	_Atomic(struct kli_ls_table *) lockstat;
 
 	/* -- read-mostly locks (locks/rmlock.c, locks/pcpu_rwsem.c) */
 	uint8_t rdm_role;               /* KLI_RDM_READER/WRITER: what this thread is parked

@@ -631,29 +631,28 @@ static void test_pcpu_rwsem_debug_build_reports_misuse(void **state)
 }
 #endif
 
+/* Every test runs under the watchdog. */
+#define T(f) cmocka_unit_test_setup(f, setup)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_pcpu_rwsem_fast_path_mode_follows_environment, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_static_initializer_works, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_trylock_semantics, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_destroy_refuses_a_held_semaphore, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_many_readers_share, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_writer_excludes_readers_and_writers, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_waiter_queueing_during_unlock_is_not_lost,
-				       setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_readers_hopping_cpus_keep_exclusion, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_survives_oversubscription, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_writer_sleeps_until_the_last_reader_leaves,
-				       setup),
-		cmocka_unit_test_setup(
-			test_pcpu_rwsem_reader_migrated_inside_section_is_still_counted, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_waiters_are_admitted_in_fifo_order, setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_readers_return_to_fast_path_after_a_burst,
-				       setup),
-		cmocka_unit_test_setup(test_pcpu_rwsem_thread_churn_during_writes, setup),
+		T(test_pcpu_rwsem_fast_path_mode_follows_environment),
+		T(test_pcpu_rwsem_static_initializer_works),
+		T(test_pcpu_rwsem_trylock_semantics),
+		T(test_pcpu_rwsem_destroy_refuses_a_held_semaphore),
+		T(test_pcpu_rwsem_many_readers_share),
+		T(test_pcpu_rwsem_writer_excludes_readers_and_writers),
+		T(test_pcpu_rwsem_waiter_queueing_during_unlock_is_not_lost),
+		T(test_pcpu_rwsem_readers_hopping_cpus_keep_exclusion),
+		T(test_pcpu_rwsem_survives_oversubscription),
+		T(test_pcpu_rwsem_writer_sleeps_until_the_last_reader_leaves),
+		T(test_pcpu_rwsem_reader_migrated_inside_section_is_still_counted),
+		T(test_pcpu_rwsem_waiters_are_admitted_in_fifo_order),
+		T(test_pcpu_rwsem_readers_return_to_fast_path_after_a_burst),
+		T(test_pcpu_rwsem_thread_churn_during_writes),
 #if KLOCK_DEBUG_LOCKS
-		cmocka_unit_test_setup(test_pcpu_rwsem_debug_build_reports_misuse, setup),
+		T(test_pcpu_rwsem_debug_build_reports_misuse),
 #endif
 	};
 

@@ -318,6 +318,17 @@ static void *writer_thread(void *arg)
 	return NULL;
 }
 
+/* Waits (bounded) until a writer has set its bit on @lk (it is waiting for readers). */
+static void wait_writer_announced(struct kl_rmlock *lk)
+{
+	int64_t end = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
+
+	while (!(atomic_load(&lk->state) & KL_RM_S_WRITER)) {
+		assert_true(klt_now_ns() < end);
+		klt_sleep_ms(1);
+	}
+}
+
 static void wait_state(_Atomic int *st, int v)
 {
 	int64_t end = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
@@ -386,8 +397,7 @@ static void test_rmlock_new_readers_wait_behind_a_waiting_writer(void **state)
 		assert_int_equal(kl_rmlock_init(&lk, flag_sets[f]), 0);
 		kl_rmlock_read_lock(&lk, &tr);
 		assert_int_equal(pthread_create(&tw, NULL, writer_thread, &w), 0);
-		wait_state(&w.state, 1);
-		klt_sleep_ms(10); /* the writer has announced itself by now */
+		wait_writer_announced(&lk);
 		assert_false(try_from_other_thread(&lk, 0));
 		assert_int_equal(pthread_create(&tr2, NULL, late_reader, &r), 0);
 		klt_sleep_ms(10);
@@ -418,8 +428,7 @@ static void test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag(voi
 		kl_rmlock_read_lock(&lk, &inner); /* no writer yet: always fine */
 		kl_rmlock_read_unlock(&lk, &inner);
 		assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
-		wait_state(&w.state, 1);
-		klt_sleep_ms(10);
+		wait_writer_announced(&lk);
 		if (recurse) {
 			kl_rmlock_read_lock(&lk, &inner); /* must not deadlock */
 			assert_int_equal(atomic_load(&w.state), 1);
@@ -464,6 +473,8 @@ static void test_rmlock_many_locks_held_at_once_out_of_order(void **state)
 			w[i] = (struct wctx){ .lk = &lk[i] };
 			assert_int_equal(pthread_create(&t[i], NULL, writer_thread, &w[i]), 0);
 		}
+		for (int i = 0; i < MANY_LOCKS; i++)
+			wait_state(&w[i].state, 1);
 		klt_sleep_ms(20);
 		for (int k = 0; k < MANY_LOCKS; k++) {
 			int i = order[k];
@@ -825,30 +836,31 @@ static void test_rmlock_debug_build_reports_misuse(void **state)
 }
 #endif
 
+/* Every test runs under the watchdog. */
+#define T(f) cmocka_unit_test_setup(f, setup)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_rmlock_init_rejects_unknown_flags, setup),
-		cmocka_unit_test_setup(test_rmlock_static_initializer_works, setup),
-		cmocka_unit_test_setup(test_rmlock_trylock_semantics, setup),
-		cmocka_unit_test_setup(test_rmlock_destroy_refuses_a_held_lock, setup),
-		cmocka_unit_test_setup(test_rmlock_many_readers_share, setup),
-		cmocka_unit_test_setup(test_rmlock_writer_excludes_readers_and_writers, setup),
-		cmocka_unit_test_setup(test_rmlock_waiter_queueing_during_unlock_is_not_lost, setup),
-		cmocka_unit_test_setup(test_rmlock_survives_oversubscription, setup),
-		cmocka_unit_test_setup(test_rmlock_writer_waits_for_readers, setup),
-		cmocka_unit_test_setup(test_rmlock_new_readers_wait_behind_a_waiting_writer, setup),
-		cmocka_unit_test_setup(
-			test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag, setup),
-		cmocka_unit_test_setup(test_rmlock_many_locks_held_at_once_out_of_order, setup),
-		cmocka_unit_test_setup(test_rmlock_sleepers_are_admitted_in_fifo_order, setup),
-		cmocka_unit_test_setup(test_rmlock_thread_churn_during_writes, setup),
-		cmocka_unit_test_setup(test_rmlock_thread_exit_drops_its_read_holds, setup),
-		cmocka_unit_test_setup(test_rmlock_reader_migrated_inside_section_is_still_counted,
-				       setup),
-		cmocka_unit_test_setup(test_rmlock_fork_child_can_write_lock, setup),
+		T(test_rmlock_init_rejects_unknown_flags),
+		T(test_rmlock_static_initializer_works),
+		T(test_rmlock_trylock_semantics),
+		T(test_rmlock_destroy_refuses_a_held_lock),
+		T(test_rmlock_many_readers_share),
+		T(test_rmlock_writer_excludes_readers_and_writers),
+		T(test_rmlock_waiter_queueing_during_unlock_is_not_lost),
+		T(test_rmlock_survives_oversubscription),
+		T(test_rmlock_writer_waits_for_readers),
+		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),
+		T(test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag),
+		T(test_rmlock_many_locks_held_at_once_out_of_order),
+		T(test_rmlock_sleepers_are_admitted_in_fifo_order),
+		T(test_rmlock_thread_churn_during_writes),
+		T(test_rmlock_thread_exit_drops_its_read_holds),
+		T(test_rmlock_reader_migrated_inside_section_is_still_counted),
+		T(test_rmlock_fork_child_can_write_lock),
 #if KLOCK_DEBUG_LOCKS
-		cmocka_unit_test_setup(test_rmlock_debug_build_reports_misuse, setup),
+		T(test_rmlock_debug_build_reports_misuse),
 #endif
 	};
 

@@ -209,14 +209,17 @@ static void test_seqlock_writers_exclude_each_other(void **state)
 	assert_int_equal(kl_seqlock_destroy(&r.sl), 0);
 }
 
+/* Every test runs under the watchdog. */
+#define T(f) cmocka_unit_test_setup(f, setup)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_seqlock_readers_never_accept_a_torn_copy, setup),
-		cmocka_unit_test_setup(test_seqlock_retry_detects_an_intervening_write, setup),
-		cmocka_unit_test_setup(test_seqlock_read_begin_waits_out_a_write, setup),
-		cmocka_unit_test_setup(test_seqlock_write_trylock_and_destroy_rules, setup),
-		cmocka_unit_test_setup(test_seqlock_writers_exclude_each_other, setup),
+		T(test_seqlock_readers_never_accept_a_torn_copy),
+		T(test_seqlock_retry_detects_an_intervening_write),
+		T(test_seqlock_read_begin_waits_out_a_write),
+		T(test_seqlock_write_trylock_and_destroy_rules),
+		T(test_seqlock_writers_exclude_each_other),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
 #include <klock/rmlock.h>
 #include <klock/pcpu_rwsem.h>
 #include <klock/seqlock.h>
+#include <klock/lockstat.h>
 
 KL_BEGIN_DECLS
 
