@@ -545,6 +545,21 @@ static void pcpu_wake_writer(struct kl_pcpu_rwsem *sem, struct pcpu_slot *slots)
 
 /* ---- readers -------------------------------------------------------------------------- */
 
+/* Spins while a writer holds `block`; true once it is free (then retry), false when the
+ * budget is spent (then queue). */
+static bool pcpu_spin_while_blocked(struct kl_pcpu_rwsem *sem, struct kli_wait *w)
+{
+	struct kli_spin sp;
+
+	kli_wait_spin(w);
+	kli_spin_start(&sp, PCPU_SPIN_NS);
+	do {
+		if (!(atomic_load_explicit(&sem->block, memory_order_relaxed) & PCPU_BLOCK))
+			return true;
+	} while (kli_spin_backoff(&sp));
+	return false;
+}
+
 /* Not on the fast path (a writer is about, no counters yet, or atomic mode found rcu_sync
  * not idle): Linux's __percpu_down_read + percpu_rwsem_wait. @counted: the caller's lock
  * increment is already done. */
@@ -576,7 +591,10 @@ static KL_NOINLINE bool pcpu_read_slow(struct kl_pcpu_rwsem *sem, bool counted, 
 			kli_wait_begin(&w);
 			waited = true;
 		}
-		if (pcpu_park(sem, KLI_RDM_READER, &w) == PCPU_TOKEN_ADMIT)
+		/* A write section is usually short: spin on `block` before sleeping (a
+		 * woken reader costs the next writer a scheduler round trip to drain). */
+		if (!pcpu_spin_while_blocked(sem, &w) &&
+		    pcpu_park(sem, KLI_RDM_READER, &w) == PCPU_TOKEN_ADMIT)
 			break; /* counted on our behalf (H) */
 		pcpu_inc(slots, PCPU_LOCK);
 	}
@@ -661,18 +679,13 @@ static KL_NOINLINE void pcpu_block_slow(struct kl_pcpu_rwsem *sem, struct kli_wa
 	}
 }
 
-/* Waits until no reader is inside: spin, then sleep until the last reader wakes us. */
+/* Waits until no reader is inside: spin, then sleep until the last reader wakes us (B/C:
+ * it is woken once, by the reader whose exit leaves the sums at 0). */
 static void pcpu_drain(struct kl_pcpu_rwsem *sem, struct pcpu_slot *slots,
-		       struct kli_wait *w, bool *waited)
+		       struct kli_wait *w)
 {
 	struct kli_spin sp;
 
-	if (pcpu_sum(slots) == 0)
-		return;
-	if (!*waited) {
-		kli_wait_begin(w);
-		*waited = true;
-	}
 	kli_wait_spin(w);
 	kli_spin_start(&sp, PCPU_SPIN_NS);
 	while (pcpu_sum(slots) != 0) {
@@ -689,27 +702,35 @@ static void pcpu_drain(struct kl_pcpu_rwsem *sem, struct pcpu_slot *slots,
 	atomic_store_explicit(&sem->wsleep, 0, memory_order_relaxed);
 }
 
+/* write_lock when `block` was taken (@have_block false: queue for it) but readers are
+ * inside: one wait episode for the whole acquisition. */
+static KL_NOINLINE void pcpu_write_lock_slow(struct kl_pcpu_rwsem *sem, struct pcpu_slot *slots,
+					     bool have_block, const void *site)
+{
+	struct kli_wait w;
+
+	kli_wait_begin(&w);
+	if (!have_block)
+		pcpu_block_slow(sem, &w);
+	pcpu_drain(sem, slots, &w);
+	kli_wait_end(&w, sem, KLI_KIND_PCPU_RWSEM, 0, site);
+}
+
 void kl_pcpu_rwsem_write_lock(struct kl_pcpu_rwsem *sem)
 {
 	struct pcpu_slot *slots = pcpu_slots(sem);
-	struct kli_wait w;
-	bool waited = false;
 	uint32_t zero = 0;
+	bool have_block;
 
 	pcpu_check_write(sem, KLI_SITE());
 	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 	rcu_sync_enter(sem);
-	if (!atomic_compare_exchange_strong_explicit(&sem->block, &zero, PCPU_BLOCK,
-						     memory_order_seq_cst, /* D */
-						     memory_order_relaxed)) {
-		kli_wait_begin(&w);
-		waited = true;
-		pcpu_block_slow(sem, &w);
-	}
-	pcpu_drain(sem, slots, &w, &waited);
+	have_block = atomic_compare_exchange_strong_explicit(&sem->block, &zero, PCPU_BLOCK,
+							     memory_order_seq_cst, /* D */
+							     memory_order_relaxed);
+	if (kl_unlikely(!have_block || pcpu_sum(slots) != 0))
+		pcpu_write_lock_slow(sem, slots, have_block, KLI_SITE());
 	atomic_store_explicit(&sem->owner, (uintptr_t)kli_self(), memory_order_relaxed);
-	if (waited)
-		kli_wait_end(&w, sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 }
 

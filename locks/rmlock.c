@@ -29,7 +29,7 @@
  *   I1 A thread read-holds lk exactly as many times as its slots name lk, plus the
  *      overflow holds it took (counted in lk->ovf).
  *   I2 While KL_RM_S_WRITER is clear, no writer is past its heavy fence.
- *   I3 A writer leaves rm_drain() only after one full pass over every record and lk->ovf
+ *   I3 A writer leaves rm_drain() (or rm_rendezvous()) only after one full pass over every record and lk->ovf
  *      found no hold of lk; from the heavy fence until write_unlock every new reader sees
  *      the writer bit and backs out (except KL_RM_RECURSE re-entry, I4).
  *   I4 A KL_RM_RECURSE reader enters past a set writer bit only while it already holds lk
@@ -140,6 +140,17 @@ static bool rm_holds_below(const struct kl_rm_reader *r, const struct kl_rmlock 
 	return false;
 }
 
+/* True if some record or the overflow count holds @lk now (one pass, no waiting). */
+static bool rm_any_reader(const struct kl_rmlock *lk)
+{
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
+		for (uint32_t i = 1; i <= KL_RM_SLOTS; i++)
+			if (atomic_load_explicit(&t->rm.slot[i], memory_order_acquire) ==
+			    (uintptr_t)lk) /* E */
+				return true;
+	return atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0;
+}
+
 /* Wakes the writer sleeping for @who (a reader record, or RM_WAIT_OVF). */
 static void rm_wake_writer(struct kl_rmlock *lk, uintptr_t who)
 {
@@ -173,7 +184,7 @@ static uint32_t rm_publish(struct kl_rm_reader *r, struct kl_rmlock *lk)
 	uint32_t idx = rm_push(r, lk);
 
 	if (kl_likely(idx != 0))
-		kli_fence_light(); /* B: light half, pairs with D in rm_drain() */
+		kli_fence_light(); /* B: light half, pairs with D in rm_rendezvous() */
 	else
 		atomic_thread_fence(memory_order_seq_cst); /* O: full barrier after the RMW */
 	return idx;
@@ -349,18 +360,6 @@ int kl_rmlock_init(struct kl_rmlock *lk, unsigned flags)
 	return 0;
 }
 
-/* True when some thread record or the overflow count holds @lk (a racy snapshot). */
-static bool rm_read_held(const struct kl_rmlock *lk)
-{
-	if (atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0)
-		return true;
-	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
-		for (uint32_t i = 1; i <= KL_RM_SLOTS; i++)
-			if (atomic_load_explicit(&t->rm.slot[i], memory_order_acquire) ==
-			    (uintptr_t)lk)
-				return true;
-	return false;
-}
 
 int kl_rmlock_destroy(struct kl_rmlock *lk)
 {
@@ -374,7 +373,7 @@ int kl_rmlock_destroy(struct kl_rmlock *lk)
 #endif
 		return EBUSY;
 	}
-	if (rm_read_held(lk)) {
+	if (rm_any_reader(lk)) {
 #if KLOCK_DEBUG_LOCKS
 		kli_report("destroy of a read-held lock", "rmlock", lk,
 			   KLI_SITE(), NULL);
@@ -619,9 +618,9 @@ static void rm_wait_ovf(struct kl_rmlock *lk, struct kli_wait *w)
 	}
 }
 
-/* One pass over every record and the overflow count; true if a hold of @lk was found
- * (and waited for). @try: report it without waiting. */
-static bool rm_scan(struct kl_rmlock *lk, bool try, struct kli_wait *w, bool *waited)
+/* One pass over every record and the overflow count, waiting for each hold of @lk it
+ * finds; true if it found any (the caller passes again: I3). */
+static bool rm_scan(struct kl_rmlock *lk, struct kli_wait *w)
 {
 	bool found = false;
 
@@ -631,65 +630,67 @@ static bool rm_scan(struct kl_rmlock *lk, bool try, struct kli_wait *w, bool *wa
 			    (uintptr_t)lk) /* E */
 				continue;
 			found = true;
-			if (try)
-				return true;
-			if (!*waited) {
-				kli_wait_begin(w);
-				*waited = true;
-			}
 			rm_wait_slot(lk, &t->rm, i, w);
 		}
 	}
 	if (atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0) {
 		found = true;
-		if (try)
-			return true;
-		if (!*waited) {
-			kli_wait_begin(w);
-			*waited = true;
-		}
 		rm_wait_ovf(lk, w);
 	}
 	return found;
 }
 
-/* The rendezvous: after KL_RM_S_WRITER is set, make every reader either visible or
- * turned away (D), then wait for the visible ones until a pass finds none (I3). With
- * @try, returns false as soon as a reader is seen. */
-static bool rm_drain(struct kl_rmlock *lk, bool try, struct kli_wait *w, bool *waited)
+/* The rendezvous, first half: after KL_RM_S_WRITER is set, make every reader either
+ * visible or turned away (D), and look once. True when no reader holds the lock: the
+ * common case, which never touches a wait episode. */
+static inline bool rm_rendezvous(struct kl_rmlock *lk)
 {
 	kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
-	while (rm_scan(lk, try, w, waited))
-		if (try)
-			return false;
+	return !rm_any_reader(lk);
+}
+
+/* Second half: wait for the readers seen until a pass finds none (I3). */
+static void rm_drain(struct kl_rmlock *lk, struct kli_wait *w)
+{
+	while (rm_scan(lk, w))
+		;
 	if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP) {
 		atomic_store_explicit(&lk->wait_for, 0, memory_order_relaxed);
 		atomic_fetch_and_explicit(&lk->state, ~KL_RM_S_WSLEEP, memory_order_relaxed);
 	}
-	return true;
+}
+
+/* write_lock when the CAS failed (@have_writer false: wait for the writer bit) or the
+ * rendezvous saw readers: one wait episode for the whole acquisition. */
+static KL_NOINLINE void rm_write_lock_slow(struct kl_rmlock *lk, struct kli_thread *self,
+					   bool have_writer, const void *site)
+{
+	struct kli_wait w;
+
+	kli_wait_begin(&w);
+	if (!have_writer) {
+		rm_write_acquire_slow(lk, self, &w);
+		kli_fence_heavy(); /* D */
+	}
+	rm_drain(lk, &w);
+	kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, site);
 }
 
 void kl_rmlock_write_lock(struct kl_rmlock *lk)
 {
 	struct kli_thread *self = kli_self();
-	struct kli_wait w;
-	bool waited = false;
 	uint32_t zero = 0;
+	bool have_writer;
 
 	if (!rm_check_write(lk, self, KLI_SITE()))
 		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(
-		    &lk->state, &zero, KL_RM_S_WRITER, memory_order_acquire, /* G */
-		    memory_order_relaxed))) {
-		kli_wait_begin(&w);
-		waited = true;
-		rm_write_acquire_slow(lk, self, &w);
-	}
-	rm_drain(lk, false, &w, &waited);
+	have_writer = atomic_compare_exchange_strong_explicit(&lk->state, &zero, KL_RM_S_WRITER,
+							      memory_order_acquire, /* G */
+							      memory_order_relaxed);
+	if (kl_unlikely(!have_writer || !rm_rendezvous(lk)))
+		rm_write_lock_slow(lk, self, have_writer, KLI_SITE());
 	atomic_store_explicit(&lk->owner, (uintptr_t)self, memory_order_relaxed);
-	if (waited)
-		kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
 
@@ -748,8 +749,6 @@ static void rm_write_release(struct kl_rmlock *lk)
 bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 {
 	struct kli_thread *self = kli_self();
-	struct kli_wait w;
-	bool waited = false;
 	uint32_t zero = 0;
 
 	if (!rm_check_write(lk, self, KLI_SITE()))
@@ -761,7 +760,7 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
 		return false;
 	}
-	if (!rm_drain(lk, true, &w, &waited)) {
+	if (!rm_rendezvous(lk)) {
 		rm_write_release(lk);
 		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
 		return false;
