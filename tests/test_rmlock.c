@@ -413,19 +413,23 @@ static void test_rmlock_new_readers_wait_behind_a_waiting_writer(void **state)
 /* ---- recursion --------------------------------------------------------------------------- */
 
 /* With a writer waiting, a nested read of a lock the thread already holds gets in only
- * with KL_RM_RECURSE (a blocking nested read would deadlock: try shows the rule). */
+ * with KL_RM_RECURSE (a blocking nested read would deadlock: try shows the rule). Debug
+ * builds report every nested read of a lock without the flag - with a writer waiting
+ * (the deadlock itself) and without (the latent one). */
 static void test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag(void **state)
 {
 	(void)state;
+	setenv("KLOCK_ON_ERROR", "warn", 1);
 	for (int recurse = 0; recurse <= 1; recurse++) {
 		struct kl_rmlock lk;
 		struct kl_rm_tracker outer, inner;
 		struct wctx w = { .lk = &lk };
+		unsigned long reports = kli_report_count();
 		pthread_t t;
 
 		assert_int_equal(kl_rmlock_init(&lk, recurse ? KL_RM_RECURSE : 0), 0);
 		kl_rmlock_read_lock(&lk, &outer);
-		kl_rmlock_read_lock(&lk, &inner); /* no writer yet: always fine */
+		kl_rmlock_read_lock(&lk, &inner); /* no writer yet: gets in either way */
 		kl_rmlock_read_unlock(&lk, &inner);
 		assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
 		wait_writer_announced(&lk);
@@ -436,11 +440,14 @@ static void test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag(voi
 		} else {
 			assert_false(kl_rmlock_read_trylock(&lk, &inner));
 		}
+		assert_int_equal(kli_report_count() - reports,
+				 (KLOCK_DEBUG_LOCKS && !recurse) ? 2 : 0);
 		assert_int_equal(atomic_load(&w.state), 1); /* still waiting for `outer` */
 		kl_rmlock_read_unlock(&lk, &outer);
 		pthread_join(t, NULL);
 		assert_int_equal(kl_rmlock_destroy(&lk), 0);
 	}
+	unsetenv("KLOCK_ON_ERROR");
 }
 
 /* ---- many locks per thread --------------------------------------------------------------- */
