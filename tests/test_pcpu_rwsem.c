@@ -154,7 +154,7 @@ static void test_pcpu_rwsem_destroy_refuses_a_held_semaphore(void **state)
 struct share {
 	struct kl_pcpu_rwsem sem;
 	_Atomic int inside;
-	bool all_met;
+	_Atomic bool all_met;
 };
 
 static void *sharer(void *arg)
@@ -170,7 +170,7 @@ static void *sharer(void *arg)
 		n = atomic_load(&s->inside);
 	}
 	if (n >= SHARERS)
-		s->all_met = true;
+		atomic_store(&s->all_met, true);
 	kl_pcpu_rwsem_read_unlock(&s->sem);
 	return NULL;
 }
@@ -186,7 +186,7 @@ static void test_pcpu_rwsem_many_readers_share(void **state)
 		assert_int_equal(pthread_create(&t[i], NULL, sharer, &s), 0);
 	for (int i = 0; i < SHARERS; i++)
 		pthread_join(t[i], NULL);
-	assert_true(s.all_met);
+	assert_true(atomic_load(&s.all_met));
 	assert_int_equal(kl_pcpu_rwsem_destroy(&s.sem), 0);
 }
 

@@ -156,7 +156,7 @@ struct share {
 	struct kl_rmlock lk;
 	_Atomic int inside;
 	_Atomic int max_inside;
-	bool all_met;
+	_Atomic bool all_met;
 };
 
 static void *sharer(void *arg)
@@ -173,7 +173,7 @@ static void *sharer(void *arg)
 		n = atomic_load(&s->inside);
 	}
 	if (n >= SHARERS)
-		s->all_met = true;
+		atomic_store(&s->all_met, true);
 	kl_rmlock_read_unlock(&s->lk, &tr);
 	return NULL;
 }
@@ -192,7 +192,7 @@ static void test_rmlock_many_readers_share(void **state)
 			assert_int_equal(pthread_create(&t[i], NULL, sharer, &s), 0);
 		for (int i = 0; i < SHARERS; i++)
 			pthread_join(t[i], NULL);
-		assert_true(s.all_met);
+		assert_true(atomic_load(&s.all_met));
 		assert_int_equal(kl_rmlock_destroy(&s.lk), 0);
 	}
 }
