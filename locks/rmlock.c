@@ -92,8 +92,11 @@
 /* Spin budget before a waiter yields (spinning mode) or sleeps (KL_RM_SLEEPABLE): longer
  * than a typical read section, shorter than a sleep/wake round trip (~5-10 us). */
 #define RM_SPIN_NS 20000u
-/* Sleepable waiters spin this long before parking: about one wake-up's cost. */
-#define RM_SLEEP_SPIN_NS 4000u
+/* Sleepable waiters spin this long before parking: about two wake-ups' cost. A parked
+ * reader is admitted by the next write_unlock, and the writer after that must wait for
+ * it to be scheduled; with 4 us the sleepable lock fell 10-100x behind the spinning one
+ * at 0.1-50% writes on a 2-CPU host (docs/design-readmostly.md), with 10 us it matches. */
+#define RM_SLEEP_SPIN_NS 10000u
 /* lk->wait_for value: the sleeping writer waits for lk->ovf to reach 0. */
 #define RM_WAIT_OVF ((uintptr_t)1)
 /* Park tokens handed by write_unlock. */
