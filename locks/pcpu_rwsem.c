@@ -229,6 +229,8 @@ static KL_NOINLINE struct pcpu_slot *pcpu_slots_slow(struct kl_pcpu_rwsem *sem, 
 		free(mine); /* another thread won */
 		return gp_slots(w);
 	}
+	if (!(w & GP_POISON_BIT))
+		kli_hook_created(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_STATIC); /* first use */
 	return mine;
 }
 

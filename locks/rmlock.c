@@ -29,9 +29,10 @@
  *   I1 A thread read-holds lk exactly as many times as its slots name lk, plus the
  *      overflow holds it took (counted in lk->ovf).
  *   I2 While KL_RM_S_WRITER is clear, no writer is past its heavy fence.
- *   I3 A writer leaves rm_drain() (or rm_rendezvous()) only after one full pass over every record and lk->ovf
- *      found no hold of lk; from the heavy fence until write_unlock every new reader sees
- *      the writer bit and backs out (except KL_RM_RECURSE re-entry, I4).
+ *   I3 A writer leaves rm_rendezvous()/rm_drain() only after one full pass over every
+ *      record and lk->ovf found no hold of lk; from the heavy fence until write_unlock
+ *      every new reader sees the writer bit and backs out (except KL_RM_RECURSE re-entry,
+ *      I4).
  *   I4 A KL_RM_RECURSE reader enters past a set writer bit only while it already holds lk
  *      in a lower slot: the draining writer is still waiting for that hold, and the new
  *      hold is published before the old one is released, so the writer's next pass sees it.
@@ -95,7 +96,7 @@
 /* Sleepable waiters spin this long before parking: about two wake-ups' cost. A parked
  * reader is admitted by the next write_unlock, and the writer after that must wait for
  * it to be scheduled; with 4 us the sleepable lock fell 10-100x behind the spinning one
- * at 0.1-50% writes on a 2-CPU host (docs/design-readmostly.md), with 10 us it matches. */
+ * at 0.1-50% writes on a 2-CPU host, with 10 us 1-10x (docs/design-readmostly.md). */
 #define RM_SLEEP_SPIN_NS 10000u
 /* lk->wait_for value: the sleeping writer waits for lk->ovf to reach 0. */
 #define RM_WAIT_OVF ((uintptr_t)1)

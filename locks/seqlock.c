@@ -145,20 +145,35 @@ void kl_seqlock_write_unlock(struct kl_seqlock *sl)
 	kli_hook_released(sl, KLI_KIND_SEQLOCK, 0);
 }
 
-uint32_t (kl_seqlock_read_begin)(const struct kl_seqlock *sl)
+/* A write is in progress: wait it out (one slow-path episode for lockstat). */
+static KL_NOINLINE uint32_t seq_read_wait(const struct kl_seqlock *sl, const void *site)
 {
+	struct kli_wait w;
 	struct kli_spin sp;
 	uint32_t s;
 
+	kli_wait_begin(&w);
+	kli_wait_spin(&w);
 	for (;;) {
 		kli_spin_start(&sp, SEQ_READ_SPIN_NS);
 		do {
 			s = atomic_load_explicit(&sl->seq, memory_order_acquire); /* R1 */
-			if (!(s & 1))
+			if (!(s & 1)) {
+				kli_wait_end(&w, sl, KLI_KIND_SEQLOCK, KLI_HF_READ, site);
 				return s;
+			}
 		} while (kli_spin_backoff(&sp));
 		kli_yield(); /* the writer may be preempted on our CPU */
 	}
+}
+
+uint32_t (kl_seqlock_read_begin)(const struct kl_seqlock *sl)
+{
+	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_acquire); /* R1 */
+
+	if (kl_likely(!(s & 1)))
+		return s;
+	return seq_read_wait(sl, KLI_SITE());
 }
 
 bool (kl_seqlock_read_retry)(const struct kl_seqlock *sl, uint32_t seq)

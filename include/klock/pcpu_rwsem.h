@@ -63,8 +63,9 @@ struct kl_pcpu_rwsem {
 #define KL_PCPU_RWSEM_INITIALIZER { 0, 0, 0, 0, 0, 0, 0 }
 
 /**
- * kl_pcpu_rwsem_init - initialise @sem and allocate its per-CPU counters
- * (kl_topology()->possible_cpus + 1 lines of 128 bytes).
+ * kl_pcpu_rwsem_init - initialise @sem and allocate its per-CPU counters: one 128-byte
+ * line per possible CPU (the kernel's count, which kl_topology()->possible_cpus never
+ * undercuts) plus one.
  * Returns 0 or ENOMEM. May allocate; does not block on locks.
  */
 KL_API int kl_pcpu_rwsem_init(struct kl_pcpu_rwsem *sem) KL_NONNULL(1);
