@@ -14,6 +14,12 @@
 #include <klock/pcpu_rwsem.h>
 #include <klock/seqlock.h>
 #include <klock/lockstat.h>
+#include <klock/names.h>
+#include <klock/ticket.h>
+#include <klock/mcs.h>
+#include <klock/mutex.h>
+#include <klock/cond.h>
+#include <klock/rwlock.h>
 
 KL_BEGIN_DECLS
 
