@@ -30,8 +30,9 @@
  *     bit 6     GP_POISON_BIT: destroyed
  *     bits 1-2  rcu_sync state: IDLE 0 / ENTER 1 (first writer of a burst runs the grace
  *               period) / PASSED 2 (readers check `block`) / EXIT 3 (burst over; readers
- *               stay slow until exit_at, PCPU_LAZY_NS later, when one of them flips
- *               EXIT -> IDLE; a writer arriving first goes EXIT -> PASSED, no grace period)
+ *               stay slow until exit_at, PCPU_LAZY_NS = 100 us later, when one of them
+ *               flips EXIT -> IDLE; a writer arriving first goes EXIT -> PASSED, no grace
+ *               period)
  *     bit 0     KL_PCPU_FAST: IDLE, allocated and rseq mode - the inline fast path's gate
  *   gp_count (under the gp_lock wordlock): writers between rcu_sync_enter and _exit.
  *   block: PCPU_BLOCK (a writer owns the semaphore or drains readers) | PCPU_WAITERS
@@ -85,7 +86,9 @@
  * one membarrier; every write: a CAS, two passes over possible_cpus+1 lines and a release.
  *
  * LIMITS. Summing is O(possible CPUs) per writer check and per slow-path reader exit while
- * a writer sleeps. After a burst readers pay the slow path (RMW + fence) for PCPU_LAZY_NS.
+ * a writer sleeps. After a burst readers pay the slow path (an rseq add, a fence and two
+ * calls: ~4x an uncontended kl_rwlock read here) for PCPU_LAZY_NS; a steady stream of
+ * writes less than that apart keeps them there - use kl_rwlock for such loads.
  * Threads whose rseq registration failed (none in practice) always take the slow path.
  * No write_trylock (Linux has none either).
  */
@@ -120,8 +123,10 @@
 #define PCPU_WAITERS 0x2u
 
 /* How long readers stay on the slow path after the last write of a burst: the window in
- * which another write costs no grace period. Linux's is one RCU grace period (ms). */
-#define PCPU_LAZY_NS 1000000u
+ * which another write costs no grace period. Linux's is one RCU grace period (ms); ours
+ * costs ~5 us, so ~20 of them: writes 100 us apart pay at most ~5% for their grace
+ * period, and readers between them are fast again (1 ms kept them slow in between). */
+#define PCPU_LAZY_NS 100000u
 /* Spin before sleeping: a drain of short read sections, or a brief write section. */
 #define PCPU_SPIN_NS 10000u
 /* Park tokens handed by write_unlock. */

@@ -17,7 +17,7 @@
 #define WATCHDOG_S 60
 /* Past every spin budget: a waiting writer really sleeps. */
 #define LONG_HOLD_MS 60
-/* Longer than the lazy window in which readers stay slow after a burst (1 ms). */
+/* Longer than the lazy window in which readers stay slow after a burst (100 us). */
 #define AFTER_LAZY_MS 5
 
 static int setup(void **state)

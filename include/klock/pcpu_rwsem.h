@@ -16,7 +16,7 @@
  * are admitted FIFO, and a burst of writes pays one grace period; but the atomic-free
  * read path needs rseq and membarrier(PRIVATE_EXPEDITED_RSEQ) (Linux 5.10+; otherwise
  * each read is an atomic increment and a fence), and readers stay on their slower path
- * for about a millisecond after the last write of a burst.
+ * for about 100 us after the last write of a burst.
  *
  * Not recursive: a read lock nested in another read lock of the same semaphore
  * DEADLOCKS if a writer queues between them (the writer blocks new readers and waits for
