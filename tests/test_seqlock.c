@@ -84,6 +84,8 @@ static void test_seqlock_readers_never_accept_a_torn_copy(void **state)
 		assert_int_equal(pthread_create(&wr[i], NULL, writer, &r), 0);
 	for (int i = 0; i < 2; i++)
 		pthread_join(wr[i], NULL);
+	while (atomic_load(&r.reads) == 0) /* a loaded host may not have run a reader yet */
+		klt_sleep_ms(1);
 	atomic_store(&r.stop, 1);
 	for (int i = 0; i < 2; i++)
 		pthread_join(rd[i], NULL);
