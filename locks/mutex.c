@@ -90,8 +90,13 @@
 /* The spinner's no-progress budget never goes below this: it must be at least as patient
  * as a polite locker is with it (a polite wait plus one poll interval). */
 #define MTX_SPIN_FLOOR_NS (MTX_POLITE_NS + MTX_POLL_MAX_NS)
-/* After the spinner failed to show up (preempted): barges allowed before the next try. */
-#define MTX_PASS_CREDIT 64
+/* A gap this long between two of the spinner's own polls means it lost its CPU: threads
+ * outnumber CPUs, and spinning only takes time from the holder. Stop and sleep. */
+#define MTX_PREEMPTED_NS 50000u
+/* After the spinner failed to show up (preempted): barges allowed before the next try
+ * (~50-100 us of tiny sections; a resumed spinner notices its preemption and leaves, and
+ * a new one restarts the count at 0). */
+#define MTX_PASS_CREDIT 4096
 
 #define MTX_KIND KLI_KIND_MUTEX
 
@@ -205,25 +210,31 @@ static bool mtx_unspin(struct kl_mutex *m, struct kli_thread *self)
 /* The spinner's paced poll: relax until the next poll is due, then double the interval
  * (capped). False once the budget is spent. */
 struct mtx_pace {
-	uint64_t next;     /* kl_arch_cycles() of the next poll */
-	uint64_t interval; /* cycles between polls */
+	uint64_t next;      /* kl_arch_cycles() of the next poll */
+	uint64_t interval;  /* cycles between polls */
 	uint64_t cap;
+	uint64_t preempted; /* a gap this long between two reads: we lost the CPU */
 };
 
 static void mtx_pace_start(struct mtx_pace *p)
 {
 	p->interval = kli_ns_to_cycles(MTX_POLL_MIN_NS);
 	p->cap = kli_ns_to_cycles(MTX_POLL_MAX_NS);
+	p->preempted = kli_ns_to_cycles(MTX_PREEMPTED_NS);
 	p->next = kl_arch_cycles() + p->interval;
 }
 
+/* False once the budget is spent, or when we were descheduled while spinning. */
 static bool mtx_pace(struct mtx_pace *p, const struct kli_spin *s)
 {
-	uint64_t now;
+	uint64_t now = kl_arch_cycles(), before;
 
 	do {
 		kl_arch_relax();
+		before = now;
 		now = kl_arch_cycles();
+		if (kl_unlikely(now - before > p->preempted))
+			return false;
 	} while (now < p->next && now < s->deadline);
 	if (p->interval < p->cap)
 		p->interval <<= 1;
