@@ -246,6 +246,8 @@ static void test_preload_fork_cond_with_a_waiter(void **state)
 	pthread_t t;
 
 	(void)state;
+	if (!klt_fork_threads_ok())
+		skip();
 	sem_init(&b.started, 0, 0);
 	assert_int_equal(pthread_create(&t, NULL, wait_on_cond, &b), 0);
 	while (sem_wait(&b.started) != 0)
@@ -319,6 +321,8 @@ static void test_preload_fork_while_locks_are_busy(void **state)
 	int forks = (int)klt_scaled(STRESS_FORKS);
 
 	(void)state;
+	if (!klt_fork_threads_ok())
+		skip();
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, storm_thread, &s), 0);
 	for (int i = 0; i < forks; i++)
