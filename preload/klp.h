@@ -14,6 +14,7 @@
 #include <klock/cond.h>
 #include <klock/mcs.h>
 #include <klock/mutex.h>
+#include <klock/pcpu_rwsem.h>
 #include <klock/rwlock.h>
 #include <klock/ticket.h>
 #include "kl_internal.h"
@@ -79,6 +80,7 @@ enum klp_rw_impl {
 #define KLP_TAG_MUTEX_FAST KLP_TAG(KLP_I_ADAPTIVE, KLP_K_NORMAL)
 #define KLP_TAG_RW_FAST KLP_TAG(KLP_R_RWLOCK, KLP_RK_PREFER_READER)
 #define KLP_TAG_RW_FAST_NR KLP_TAG(KLP_R_RWLOCK, KLP_RK_NONRECURSIVE)
+#define KLP_TAG_PCPU_FAST KLP_TAG(KLP_R_PCPU, KLP_RK_PREFER_READER)
 
 /* ---- layouts ------------------------------------------------------------------------------ */
 
@@ -118,11 +120,12 @@ struct klp_cond {
 struct klp_rwlock {
 	union {
 		struct kl_rwlock rw;        /* [0,40): over __readers..__pad1 (and __shared) */
+		struct kl_pcpu_rwsem pc;    /* KLOCK_RWLOCK=pcpu_rwsem */
 		uint64_t pad[5];
 	} u;
 	_Atomic uint64_t tag;           /* [40,48): over __pad2, which glibc never writes */
 	_Atomic uint32_t kind;          /* [48,52): glibc's __flags, kept meaning the same */
-	uint32_t spare;                 /* [52,56) */
+	_Atomic uint32_t writer;        /* [52,56) kl_pcpu_rwsem: the writer's record index + 1 */
 };
 
 #define KLP_MUTEX_KIND_OFF offsetof(pthread_mutex_t, __data.__kind)
@@ -147,8 +150,9 @@ _Static_assert(offsetof(struct klp_rwlock, tag) == offsetof(pthread_rwlock_t, __
 	       "rwlock tag over __pad2");
 _Static_assert(offsetof(struct klp_rwlock, kind) == offsetof(pthread_rwlock_t, __data.__flags),
 	       "rwlock kind is glibc's __flags");
-_Static_assert(sizeof(struct kl_rwlock) <= offsetof(struct klp_rwlock, tag),
-	       "kl_rwlock ends before the tag");
+_Static_assert(sizeof(struct kl_rwlock) <= offsetof(struct klp_rwlock, tag) &&
+	       sizeof(struct kl_pcpu_rwsem) <= offsetof(struct klp_rwlock, tag),
+	       "kl_rwlock and kl_pcpu_rwsem end before the tag");
 
 /* ---- configuration (KLOCK_MUTEX, KLOCK_RWLOCK; preload.c) ------------------------------ */
 

@@ -233,12 +233,6 @@ void klp_config_load(void)
 					 KL_ARRAY_SIZE(mutex_impl_names), KLP_I_ADAPTIVE);
 	klp_cfg.rw_impl = config_pick("KLOCK_RWLOCK", rw_impl_names,
 				      KL_ARRAY_SIZE(rw_impl_names), KLP_R_RWLOCK);
-#if !KLP_HAVE_PCPU
-	if (klp_cfg.rw_impl == KLP_R_PCPU) {
-		klp_warn("KLOCK_RWLOCK=pcpu_rwsem: this build has no kl_pcpu_rwsem; using rwlock");
-		klp_cfg.rw_impl = KLP_R_RWLOCK;
-	}
-#endif
 	/* Pairs with the acquire loads in klp_config() and above: the fields are set. */
 	atomic_store_explicit(&klp_cfg_ready, true, memory_order_release);
 }

@@ -20,6 +20,13 @@
  * write side if this thread is the writer (kl_rwlock_wowned()); else a read hold (an
  * untracked one, or - undefined in POSIX, tolerated by glibc - another thread's).
  *
+ * KLOCK_RWLOCK=pcpu_rwsem puts a kl_pcpu_rwsem there instead (readers touch only their
+ * CPU's counter; writers pay a grace period per burst). It has no write trylock and no
+ * timed write lock: pthread_rwlock_trywrlock() then always fails with EBUSY, and the
+ * timed write locks wait without their deadline (they cannot give up); its timed read
+ * locks poll the read trylock. It needs the rwlock's unlock on the locking thread (true
+ * of any correct program) and allocates per-CPU counters, freed by destroy.
+ *
  * Errors, as glibc: EINVAL for a timed call's tv_nsec out of range (checked first, even
  * when the lock is free), EDEADLK for rdlock/wrlock/timed* by the writer, EBUSY for try* that
  * would wait (the writer's own try* included), EAGAIN at 2^32 - 1 recursive read holds;
@@ -28,12 +35,18 @@
  * T1/T2 protocol, with __shared (offset 28) as the forward mark and __flags as the kind.
  */
 #include <string.h>
+#include <time.h>
 
+#include <klock/pcpu_rwsem.h>
 #include "klp.h"
 
 /* Distinct rwlocks one thread can hold for reading at once and still read-lock again
  * safely while a writer waits. */
 #define KLP_RD_TRACK 16
+/* A kl_pcpu_rwsem timed read polls its trylock, sleeping this long at first ... */
+#define RW_POLL_MIN_NS 1000ll
+/* ... doubling up to this. */
+#define RW_POLL_MAX_NS 1000000ll
 
 struct rd_hold {
 	const void *lock;
@@ -105,39 +118,132 @@ static inline void rd_remove(int i)
 static uint64_t rw_tag(struct klp_rwlock *rw)
 {
 	uint64_t t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
-	unsigned kind;
+	unsigned impl = klp_config()->rw_impl, kind;
 
 	if (KLP_TAG_OURS(t))
 		return t;
-	if (t != 0 || klp_config()->rw_impl == KLP_R_PTHREAD ||
+	if (t != 0 || impl == KLP_R_PTHREAD ||
 	    atomic_load_explicit((_Atomic int *)(void *)((char *)rw + KLP_RW_SHARED_OFF),
 				 memory_order_relaxed) != 0)
 		return 0;
 	kind = atomic_load_explicit(&rw->kind, memory_order_relaxed);
 	if (kind > KLP_RK_NONRECURSIVE)
 		return 0;
-	/* T1: release, pairs with T2. */
-	if (atomic_compare_exchange_strong_explicit(&rw->tag, &t, KLP_TAG(KLP_R_RWLOCK, kind),
+	/* T1: release, pairs with T2 (zero bytes are both locks' static initializers). */
+	if (atomic_compare_exchange_strong_explicit(&rw->tag, &t, KLP_TAG(impl, kind),
 						    memory_order_acq_rel, memory_order_acquire))
-		return KLP_TAG(KLP_R_RWLOCK, kind);
+		return KLP_TAG(impl, kind);
 	return KLP_TAG_OURS(t) ? t : 0;
 }
 
-/* ---- the operations ------------------------------------------------------------------------ */
+/* ---- the two implementations -------------------------------------------------------------- */
 
-/* A timed kl_rwlock acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. */
-static int rw_timed(struct klp_rwlock *rw, bool write, const struct klp_deadline *d)
+static inline bool rw_pcpu(uint64_t t)
+{
+	return KLP_TAG_IMPL(t) == KLP_R_PCPU;
+}
+
+/* kl_pcpu_rwsem does not name its writer to others: the preload keeps the writer's
+ * record index + 1 in the spare word (written by the writer only). */
+static inline uint32_t rw_me(void)
+{
+	return kli_self()->index + 1;
+}
+
+static bool rw_wowned(struct klp_rwlock *rw, uint64_t t)
+{
+	if (!rw_pcpu(t))
+		return kl_rwlock_wowned(&rw->u.rw);
+	return kli_tls_self != NULL &&
+	       atomic_load_explicit(&rw->writer, memory_order_relaxed) == rw_me();
+}
+
+static bool rw_tryrd(struct klp_rwlock *rw, uint64_t t)
+{
+	return rw_pcpu(t) ? kl_pcpu_rwsem_read_trylock(&rw->u.pc)
+			  : kl_rwlock_read_trylock(&rw->u.rw);
+}
+
+static void rw_rd(struct klp_rwlock *rw, uint64_t t)
+{
+	if (rw_pcpu(t))
+		kl_pcpu_rwsem_read_lock(&rw->u.pc);
+	else
+		kl_rwlock_read_lock(&rw->u.rw);
+}
+
+static void rw_rdunlock(struct klp_rwlock *rw, uint64_t t)
+{
+	if (rw_pcpu(t))
+		kl_pcpu_rwsem_read_unlock(&rw->u.pc);
+	else
+		kl_rwlock_read_unlock(&rw->u.rw);
+}
+
+/* kl_pcpu_rwsem's writers cannot try (see the top): a try fails. */
+static bool rw_trywr(struct klp_rwlock *rw, uint64_t t)
+{
+	return !rw_pcpu(t) && kl_rwlock_write_trylock(&rw->u.rw);
+}
+
+static void rw_wr(struct klp_rwlock *rw, uint64_t t)
+{
+	if (!rw_pcpu(t)) {
+		kl_rwlock_write_lock(&rw->u.rw);
+		return;
+	}
+	kl_pcpu_rwsem_write_lock(&rw->u.pc);
+	atomic_store_explicit(&rw->writer, rw_me(), memory_order_relaxed);
+}
+
+static void rw_wrunlock(struct klp_rwlock *rw, uint64_t t)
+{
+	if (!rw_pcpu(t)) {
+		kl_rwlock_write_unlock(&rw->u.rw);
+		return;
+	}
+	atomic_store_explicit(&rw->writer, 0, memory_order_relaxed);
+	kl_pcpu_rwsem_write_unlock(&rw->u.pc);
+}
+
+/* kl_pcpu_rwsem's read side polls its trylock, sleeping a little more each time. */
+static int pcpu_rd_timed(struct klp_rwlock *rw, const struct timespec *mono)
+{
+	int64_t nap = RW_POLL_MIN_NS;
+
+	while (!kl_pcpu_rwsem_read_trylock(&rw->u.pc)) {
+		struct timespec ts = { 0, (long)nap };
+
+		if (kli_deadline_passed(mono))
+			return ETIMEDOUT;
+		nanosleep(&ts, NULL);
+		if (nap < RW_POLL_MAX_NS)
+			nap *= 2;
+	}
+	return 0;
+}
+
+/* A timed acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. A kl_pcpu_rwsem
+ * writer cannot give up: it waits without the deadline (see the top). */
+static int rw_timed(struct klp_rwlock *rw, uint64_t t, bool write, const struct klp_deadline *d)
 {
 	struct timespec mono;
 	bool last;
 	int err;
 
+	if (write && rw_pcpu(t)) {
+		rw_wr(rw, t);
+		return 0;
+	}
 	for (;;) {
 		err = klp_deadline_slice(d, &mono, &last);
 		if (err != 0)
 			return err;
-		err = write ? kl_rwlock_write_timedlock(&rw->u.rw, &mono)
-			    : kl_rwlock_read_timedlock(&rw->u.rw, &mono);
+		if (rw_pcpu(t))
+			err = pcpu_rd_timed(rw, &mono);
+		else
+			err = write ? kl_rwlock_write_timedlock(&rw->u.rw, &mono)
+				    : kl_rwlock_read_timedlock(&rw->u.rw, &mono);
 		if (err != ETIMEDOUT)
 			return err;
 	}
@@ -148,6 +254,8 @@ static bool rw_deadline_ok(const struct klp_deadline *d)
 {
 	return d == NULL || (d->abs->tv_nsec >= 0 && d->abs->tv_nsec < (long)KLI_NSEC_PER_SEC);
 }
+
+/* ---- the operations, for any tag ---------------------------------------------------------- */
 
 /* Read lock; @d NULL: wait without a deadline; @try: do not wait. */
 static int rw_rdlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_deadline *d,
@@ -163,15 +271,15 @@ static int rw_rdlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_
 		tls_rd.e[i].count++;
 		return 0;
 	}
-	if (!kl_rwlock_read_trylock(&rw->u.rw)) {
+	if (!rw_tryrd(rw, t)) {
 		if (try)
 			return EBUSY;
-		if (kl_rwlock_wowned(&rw->u.rw))
+		if (rw_wowned(rw, t))
 			return EDEADLK;
 		if (d == NULL)
-			kl_rwlock_read_lock(&rw->u.rw);
+			rw_rd(rw, t);
 		else
-			err = rw_timed(rw, false, d);
+			err = rw_timed(rw, t, false, d);
 		if (err != 0)
 			return err;
 	}
@@ -185,15 +293,15 @@ static int rw_wrlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_
 {
 	if ((t & KLP_TAG_DESTROYED) || !rw_deadline_ok(d))
 		return EINVAL;
-	if (kl_rwlock_write_trylock(&rw->u.rw))
+	if (rw_trywr(rw, t))
 		return 0;
 	if (try)
 		return EBUSY;
-	if (kl_rwlock_wowned(&rw->u.rw) || (rw_tracked(t) && rd_find(rw) >= 0))
+	if (rw_wowned(rw, t) || (rw_tracked(t) && rd_find(rw) >= 0))
 		return EDEADLK;
 	if (d != NULL)
-		return rw_timed(rw, true, d);
-	kl_rwlock_write_lock(&rw->u.rw);
+		return rw_timed(rw, t, true, d);
+	rw_wr(rw, t);
 	return 0;
 }
 
@@ -206,17 +314,17 @@ static int rw_unlock_tagged(struct klp_rwlock *rw, uint64_t t)
 	if (rw_tracked(t) && (i = rd_find(rw)) >= 0) {
 		if (--tls_rd.e[i].count == 0) {
 			rd_remove(i);
-			kl_rwlock_read_unlock(&rw->u.rw);
+			rw_rdunlock(rw, t);
 		}
 		return 0;
 	}
-	if (kl_rwlock_wowned(&rw->u.rw)) {
-		kl_rwlock_write_unlock(&rw->u.rw);
+	if (rw_wowned(rw, t)) {
+		rw_wrunlock(rw, t);
 		return 0;
 	}
 	if (rw_tracked(t) && tls_rd.untracked > 0)
 		tls_rd.untracked--;
-	kl_rwlock_read_unlock(&rw->u.rw);
+	rw_rdunlock(rw, t);
 	return 0;
 }
 
@@ -237,9 +345,11 @@ KLP_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *prw)
 
 	KLP_ENTER();
 	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
-	/* No read hold of our own (the common case): one CAS, then note it. */
-	if (kl_likely(t == KLP_TAG_RW_FAST && tls_rd.n == 0) &&
-	    kl_likely(kl_rwlock_read_trylock(&rw->u.rw))) {
+	/* No read hold of our own (the common case): one CAS (or one rseq section), then
+	 * note it. */
+	if (kl_likely(tls_rd.n == 0) &&
+	    ((kl_likely(t == KLP_TAG_RW_FAST) && kl_likely(kl_rwlock_read_trylock(&rw->u.rw))) ||
+	     (t == KLP_TAG_PCPU_FAST && kl_pcpu_rwsem_read_trylock(&rw->u.pc)))) {
 		tls_rd.e[0] = (struct rd_hold){ rw, 1 };
 		tls_rd.n = 1;
 		return 0;
@@ -355,10 +465,10 @@ KLP_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *prw)
 	KLP_ENTER();
 	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
 	/* The one read hold the fast rdlock noted. */
-	if (kl_likely(t == KLP_TAG_RW_FAST && tls_rd.n == 1 && tls_rd.e[0].lock == rw &&
-		      tls_rd.e[0].count == 1)) {
+	if (kl_likely((t == KLP_TAG_RW_FAST || t == KLP_TAG_PCPU_FAST) && tls_rd.n == 1 &&
+		      tls_rd.e[0].lock == rw && tls_rd.e[0].count == 1)) {
 		tls_rd.n = 0;
-		kl_rwlock_read_unlock(&rw->u.rw);
+		rw_rdunlock(rw, t);
 		return 0;
 	}
 	return rw_unlock_slow(prw);
@@ -368,19 +478,25 @@ KLP_EXPORT int pthread_rwlock_init(pthread_rwlock_t *prw, const pthread_rwlockat
 {
 	struct klp_rwlock *rw = RW(prw);
 	int pshared = PTHREAD_PROCESS_PRIVATE, kind = PTHREAD_RWLOCK_DEFAULT_NP;
+	unsigned impl = klp_config()->rw_impl;
 
 	KLP_ENTER();
 	if (attr != NULL) {
 		pthread_rwlockattr_getpshared(attr, &pshared);
 		pthread_rwlockattr_getkind_np(attr, &kind);
 	}
-	if (pshared != PTHREAD_PROCESS_PRIVATE || klp_config()->rw_impl == KLP_R_PTHREAD ||
+	if (pshared != PTHREAD_PROCESS_PRIVATE || impl == KLP_R_PTHREAD ||
 	    kind < 0 || kind > (int)KLP_RK_NONRECURSIVE)
 		return KLP_REAL(pthread_rwlock_init)(prw, attr);
 	memset(prw, 0, sizeof(*prw));
-	kl_rwlock_init(&rw->u.rw);
+	if (impl == KLP_R_PCPU) {
+		if (kl_pcpu_rwsem_init(&rw->u.pc) != 0)
+			return ENOMEM;
+	} else {
+		kl_rwlock_init(&rw->u.rw);
+	}
 	atomic_store_explicit(&rw->kind, (uint32_t)kind, memory_order_relaxed);
-	atomic_store_explicit(&rw->tag, KLP_TAG(KLP_R_RWLOCK, kind), memory_order_release);
+	atomic_store_explicit(&rw->tag, KLP_TAG(impl, kind), memory_order_release);
 	return 0;
 }
 
@@ -396,7 +512,7 @@ KLP_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *prw)
 		return KLP_REAL(pthread_rwlock_destroy)(prw);
 	if (t & KLP_TAG_DESTROYED)
 		return EINVAL;
-	err = kl_rwlock_destroy(&rw->u.rw);
+	err = rw_pcpu(t) ? kl_pcpu_rwsem_destroy(&rw->u.pc) : kl_rwlock_destroy(&rw->u.rw);
 	if (err == 0)
 		atomic_store_explicit(&rw->tag, t | KLP_TAG_DESTROYED, memory_order_relaxed);
 	return err;

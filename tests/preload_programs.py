@@ -97,7 +97,7 @@ def program(name):
 def check_smoke(a):
     base = run([a.smoke, SMOKE_THREADS, SMOKE_ITERS], clean_env()).stdout
     for mutex in ('adaptive', 'ticket', 'mcs', 'pthread'):
-        for rw in ('rwlock', 'pthread'):
+        for rw in ('rwlock', 'pcpu_rwsem', 'pthread'):
             env = clean_env(LD_PRELOAD=a.preload, KLOCK_MUTEX=mutex, KLOCK_RWLOCK=rw)
             same(base, run([a.smoke, SMOKE_THREADS, SMOKE_ITERS], env).stdout,
                  f'smoke KLOCK_MUTEX={mutex} KLOCK_RWLOCK={rw}')
