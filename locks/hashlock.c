@@ -172,32 +172,16 @@ static KL_ALWAYS_INLINE bool hl_live(const struct kl_hashlock *h, const void *si
 
 /* ---- one stripe, on behalf of the caller at @site ---------------------------------------- */
 
-/* A mutex stripe refused the caller: it holds the stripe already, or it was destroyed. */
-static KL_COLD KL_NOINLINE void hl_report_lock(struct hl_stripe *s, const void *site)
-{
-	uintptr_t v = atomic_load_explicit(&s->u.mutex.owner, memory_order_relaxed);
-
-	if (v & KLI_MTX_DESTROYED)
-		hl_report(&s->u.mutex, kli_kind_name(KLI_KIND_MUTEX), "use after destroy", site,
-			  NULL);
-	else
-		hl_report(&s->u.mutex, kli_kind_name(KLI_KIND_MUTEX),
-			  "relock of a held non-recursive lock", site,
-			  "the caller holds this stripe already, maybe through another key: "
-			  "take several keys with kl_hashlock_lock2 or kl_hashlock_lockn");
-}
-
 static KL_ALWAYS_INLINE void hl_lock(struct kl_hashlock *h, unsigned i, const void *site)
 {
 	struct hl_stripe *s = hl_stripe(h, i);
 
-	if (hl_ticket(h)) {
+	/* Misuse (a relock: the caller holds the stripe, maybe through another key) is
+	 * reported by the stripe, naming @site and "stripe i of hashlock <table>". */
+	if (hl_ticket(h))
 		kli_ticket_lock_at(&s->u.ticket, site);
-		return;
-	}
-	/* EDEADLK (the caller holds the stripe) or EINVAL (destroyed): not locked. */
-	if (kl_unlikely(kli_mutex_lock_at(&s->u.mutex, NULL, site) != 0))
-		hl_report_lock(s, site);
+	else
+		kli_mutex_lock_from(&s->u.mutex, site);
 }
 
 static KL_ALWAYS_INLINE bool hl_trylock(struct kl_hashlock *h, unsigned i, const void *site)

@@ -50,6 +50,12 @@
  * record a counted drop instead of a torn update, and a table being allocated is marked
  * by the LS_ALLOCATING pointer.
  *
+ * LOCK GROUPS. A lock made of member locks (kl_hashlock's stripes) registers them as a
+ * group (hooks.h). Members record their own episodes like any lock; a snapshot then folds
+ * every member's rows into rows of the owner, in the owner's kind (ls_fold_groups), so a
+ * table reports as one lock in a "hashlock" section. Nothing on the recording side looks
+ * groups up.
+ *
  * THE CPU-TIME FIGURE. wait_pct = 100 * sum(wait) / (elapsed * threads), where threads is
  * the most threads the process had at once while recording (Linux: num_threads from
  * /proc/self/stat; elsewhere the live registry records), sampled at start, at stop, at
