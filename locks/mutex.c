@@ -5,9 +5,10 @@
  * What it is. The kernel adaptive mutex (Linux mutex + OSQ, FreeBSD mtx + lock_delay,
  * NetBSD/Solaris adaptive mutex) in userspace, with WebKit's ParkingLot for the sleep
  * side. Uncontended: one CAS to lock, one CAS to unlock. Contended: spin (one spinner
- * on the word, the rest queued on their own cache lines), for a time budget learnt from
- * recent waits, then park. Userspace has no "is the owner on a CPU" test (the rseq
- * sched_state RFC is unmerged), so the spin is bounded by time instead.
+ * on the word, polling at paced intervals; the rest queued on their own cache lines) for
+ * as long as the lock keeps changing hands, but no longer than a learnt budget without
+ * progress, then park. Userspace has no "is the owner on a CPU" test (the rseq
+ * sched_state RFC is unmerged): "the lock is still moving" stands in for it.
  *
  * State word `owner` (uintptr_t; thread records are 128-byte aligned, bits 0-6 are flags):
  *   bits 7..63  owner: the holder's struct kli_thread, or 0 when nobody holds it
@@ -42,7 +43,8 @@
  *      that finds the lock free while a spinner polls may take it at most MTX_PASS_MAX
  *      times in a row; then it leaves the lock to the spinner for up to MTX_POLITE_NS
  *      (bounded, so a preempted spinner cannot stall the lock). This is the "unlocker
- *      relocks at once and starves the spinner" case of the two-thread duel.
+ *      relocks at once and starves the spinner" case of the two-thread duel; the two
+ *      threads end up alternating streaks of MTX_PASS_MAX acquisitions.
  *
  * Memory ordering (labels appear at the sites).
  *   M1  acquire CAS taking the lock (fast path and slow path)   pairs with M2
@@ -88,8 +90,13 @@
 /* The spinner's no-progress budget never goes below this: it must be at least as patient
  * as a polite locker is with it (a polite wait plus one poll interval). */
 #define MTX_SPIN_FLOOR_NS (MTX_POLITE_NS + MTX_POLL_MAX_NS)
-/* After the spinner failed to show up (preempted): barges allowed before the next try. */
-#define MTX_PASS_CREDIT 64
+/* A gap this long between two of the spinner's own polls means it lost its CPU: threads
+ * outnumber CPUs, and spinning only takes time from the holder. Stop and sleep. */
+#define MTX_PREEMPTED_NS 50000u
+/* After the spinner failed to show up (preempted): barges allowed before the next try
+ * (~50-100 us of tiny sections; a resumed spinner notices its preemption and leaves, and
+ * a new one restarts the count at 0). */
+#define MTX_PASS_CREDIT 4096
 
 #define MTX_KIND KLI_KIND_MUTEX
 
@@ -203,25 +210,31 @@ static bool mtx_unspin(struct kl_mutex *m, struct kli_thread *self)
 /* The spinner's paced poll: relax until the next poll is due, then double the interval
  * (capped). False once the budget is spent. */
 struct mtx_pace {
-	uint64_t next;     /* kl_arch_cycles() of the next poll */
-	uint64_t interval; /* cycles between polls */
+	uint64_t next;      /* kl_arch_cycles() of the next poll */
+	uint64_t interval;  /* cycles between polls */
 	uint64_t cap;
+	uint64_t preempted; /* a gap this long between two reads: we lost the CPU */
 };
 
 static void mtx_pace_start(struct mtx_pace *p)
 {
 	p->interval = kli_ns_to_cycles(MTX_POLL_MIN_NS);
 	p->cap = kli_ns_to_cycles(MTX_POLL_MAX_NS);
+	p->preempted = kli_ns_to_cycles(MTX_PREEMPTED_NS);
 	p->next = kl_arch_cycles() + p->interval;
 }
 
+/* False once the budget is spent, or when we were descheduled while spinning. */
 static bool mtx_pace(struct mtx_pace *p, const struct kli_spin *s)
 {
-	uint64_t now;
+	uint64_t now = kl_arch_cycles(), before;
 
 	do {
 		kl_arch_relax();
+		before = now;
 		now = kl_arch_cycles();
+		if (kl_unlikely(now - before > p->preempted))
+			return false;
 	} while (now < p->next && now < s->deadline);
 	if (p->interval < p->cap)
 		p->interval <<= 1;
