@@ -650,6 +650,22 @@ static uint64_t table_rows_check(const struct kl_lockstat_snapshot *s)
 	return contended;
 }
 
+/* The text report has a hashlock section naming the table and the waiter. */
+static void report_mentions_table(const struct kl_lockstat_snapshot *s)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	assert_int_equal(kl_lockstat_report_snapshot(f, s, NULL), 0);
+	fclose(f);
+	if (strstr(buf, "(hashlock)") == NULL || strstr(buf, "stat_table") == NULL ||
+	    strstr(buf, "hashlock_stat_waiter+0x") == NULL)
+		fail_msg("report without the table's section, name or caller:\n%s", buf);
+	free(buf);
+}
+
 /* One contended acquisition of @ls_held by the waiter; the profile it leaves. */
 static void stat_one_wait(struct kl_lockstat_snapshot *s)
 {
@@ -687,10 +703,12 @@ static void test_hashlock_lockstat_rows_name_the_table_and_caller(void **state)
 			}
 		}
 		assert_non_null(ls_other);
+		assert_int_equal(kl_lock_set_name(&ls_table, "stat_table"), 0);
 		for (int pair = 0; pair < 2; pair++) {
 			ls_pair = pair;
 			stat_one_wait(&s);
 			assert_int_equal(table_rows_check(&s), 1);
+			report_mentions_table(&s);
 			kl_lockstat_snapshot_free(&s);
 		}
 		assert_int_equal(kl_hashlock_destroy(&ls_table), 0);
