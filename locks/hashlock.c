@@ -151,7 +151,7 @@ static inline bool hl_ticket(const struct kl_hashlock *h)
 	return (h->flags & KL_HASHLOCK_TICKET) != 0;
 }
 
-/* ---- reports --------------------------------------------------------------------------- */
+/* ---- reports ---------------------------------------------------------------------------- */
 
 static KL_COLD KL_NOINLINE void hl_report(const void *lock, const char *kind, const char *what,
 					  const void *site, const char *detail)
@@ -170,7 +170,7 @@ static KL_ALWAYS_INLINE bool hl_live(const struct kl_hashlock *h, const void *si
 	return false;
 }
 
-/* ---- one stripe, on behalf of the caller at @site ---------------------------------------- */
+/* ---- one stripe, on behalf of the caller at @site --------------------------------------- */
 
 static KL_ALWAYS_INLINE void hl_lock(struct kl_hashlock *h, unsigned i, const void *site)
 {
@@ -233,7 +233,7 @@ static unsigned hl_gather(const struct kl_hashlock *h, const void *const *keys, 
 	return m;
 }
 
-/* ---- the table ----------------------------------------------------------------------------- */
+/* ---- the table -------------------------------------------------------------------------- */
 
 static unsigned hl_auto_stripes(void)
 {
@@ -414,7 +414,7 @@ void kl_hashlock_unlockn(struct kl_hashlock *h, const void *const *keys, size_t 
 		hl_unlock(h, idx[--m], KLI_SITE());
 }
 
-/* ---- shared lock objects ---------------------------------------------------------------------- */
+/* ---- shared lock objects ---------------------------------------------------------------- */
 
 static inline struct hl_lockobj *hl_obj(struct kl_mutex *m)
 {

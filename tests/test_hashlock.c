@@ -109,7 +109,7 @@ static void same_stripe_pair(struct kl_hashlock *h, struct obj **a, struct obj *
 	fail_msg("no two of %d objects share one of %u stripes", NOBJ, kl_hashlock_nstripes(h));
 }
 
-/* ---- the mapping ------------------------------------------------------------------------- */
+/* ---- the mapping ------------------------------------------------------------------------ */
 
 static void test_hashlock_index_is_stable_and_in_range(void **state)
 {
@@ -121,13 +121,12 @@ static void test_hashlock_index_is_stable_and_in_range(void **state)
 	assert_int_equal(kl_hashlock_nstripes(&h), 256);
 	for (int i = 0; i < 10000; i++) {
 		const void *k = base + (size_t)i * 24;
+		const void *block = (const void *)((uintptr_t)k & ~(uintptr_t)63);
 		unsigned x = kl_hashlock_index(&h, k);
 
 		assert_true(x < 256);
 		assert_int_equal(kl_hashlock_index(&h, k), x);
-		/* every key of one 64-byte block maps with its block */
-		assert_int_equal(kl_hashlock_index(&h, (const void *)((uintptr_t)k & ~(uintptr_t)63)),
-				 x);
+		assert_int_equal(kl_hashlock_index(&h, block), x);   /* keys of one line share */
 	}
 	assert_int_equal(kl_hashlock_init(&one, 1), 0);
 	for (int i = 0; i < 1000; i++)
@@ -258,7 +257,7 @@ static void test_hashlock_destroy_refuses_a_held_table_then_poisons(void **state
 	assert_int_equal(kli_report_count(), n0 + 4 * KLOCK_DEBUG_LOCKS);
 }
 
-/* ---- mutual exclusion ---------------------------------------------------------------------- */
+/* ---- mutual exclusion ------------------------------------------------------------------- */
 
 enum op { OP_ONE, OP_PAIR, OP_SET };
 
@@ -410,7 +409,7 @@ static void test_hashlock_lockn_random_sets_never_deadlock(void **state)
 	}
 }
 
-/* ---- one stripe, two keys ---------------------------------------------------------------------- */
+/* ---- one stripe, two keys --------------------------------------------------------------- */
 
 struct probe {
 	struct kl_hashlock *h;
@@ -527,7 +526,7 @@ static void test_hashlock_trylock_fails_on_a_held_stripe(void **state)
 	}
 }
 
-/* ---- misuse ---------------------------------------------------------------------------------- */
+/* ---- misuse ----------------------------------------------------------------------------- */
 
 /* Relocking a mutex stripe through a second key is reported in every build (the stripe
  * detects it), naming the stripe and its table; the call returns without locking. */
@@ -586,7 +585,7 @@ static void test_hashlock_use_after_destroy_is_reported(void **state)
 }
 #endif
 
-/* ---- lockstat: one row per table and caller, in a "hashlock" section ------------------------- */
+/* ---- lockstat: one row per table and caller, in a "hashlock" section -------------------- */
 
 #if KLOCK_LOCKSTAT
 static struct kl_hashlock ls_table;
@@ -717,7 +716,7 @@ static void test_hashlock_lockstat_rows_name_the_table_and_caller(void **state)
 }
 #endif
 
-/* ---- lock objects ------------------------------------------------------------------------------ */
+/* ---- lock objects ----------------------------------------------------------------------- */
 
 static void test_lockobj_lives_until_the_last_reference(void **state)
 {

@@ -13,8 +13,10 @@
  *
  *     static struct kl_hashlock objlocks;
  *     kl_hashlock_init(&objlocks, 0);               // auto size: 4-8 stripes per CPU
- *     kl_hashlock_lock(&objlocks, obj);  ... obj's fields ...  kl_hashlock_unlock(&objlocks, obj);
- *     kl_hashlock_lock2(&objlocks, src, dst);  ... move ...  kl_hashlock_unlock2(&objlocks, src, dst);
+ *     kl_hashlock_lock(&objlocks, obj);       ... obj's fields ...
+ *     kl_hashlock_unlock(&objlocks, obj);
+ *     kl_hashlock_lock2(&objlocks, src, dst); ... move from src to dst ...
+ *     kl_hashlock_unlock2(&objlocks, src, dst);
  *
  * RULES (the price of sharing):
  *  - Leaf locks: a stripe may be shared with any other object, so a thread that holds a
