@@ -10,10 +10,17 @@
  * adapters by name. Peers (pthread, ck, urcu) are compiled only where their library exists.
  *
  * Calling convention: the driver allocates `size` bytes for the lock (aligned to
- * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of per-acquisition state that is
- * passed to the lock call and to the matching unlock call (an MCS node, an rmlock
- * tracker, a pcpu_rwsem slot token). Exclusive-only locks leave the read_* members NULL:
- * drivers then use the write side for readers too.
+ * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of thread state (aligned to
+ * LOCKOPS_ALIGN, zero-filled). The same buffer is passed to thread_enter, to every lock
+ * call and its matching unlock call, and to thread_leave, and stays valid (and unmoved)
+ * from thread_enter until thread_leave returns: an adapter may keep per-acquisition state
+ * there (an MCS node, an rmlock tracker, a pcpu_rwsem slot token) or a per-thread
+ * registration (ck_brlock's reader record). Exclusive-only locks leave the read_* members
+ * NULL: drivers then use the write side for readers too.
+ *
+ * Keyed locks (LOCKOPS_KEYED: kl_hashlock) also lock by key: key_lock(lock, ts, key)
+ * takes whatever protects `key` (an address); write_lock/write_unlock take one fixed key,
+ * so every driver can still treat them as a plain exclusive lock.
  */
 #ifndef LOCKOPS_H
 #define LOCKOPS_H
@@ -33,6 +40,7 @@
 #define LOCKOPS_BUSTED (1u << 3)        /* deliberately broken: drivers must catch it */
 #define LOCKOPS_READ_BIASED (1u << 4)   /* cheap readers, expensive writers (rmlock ...) */
 #define LOCKOPS_NO_RECURSE_READ (1u << 5) /* a read lock must not be nested */
+#define LOCKOPS_KEYED (1u << 6)         /* key_lock/key_unlock exist (hashed lock table) */
 
 struct lockops {
 	const char *name;      /* "kl_mutex", "pthread_mutex", "ck_brlock", ... */
@@ -44,8 +52,8 @@ struct lockops {
 
 	int (*init)(void *lock);                 /* 0 or an errno */
 	void (*destroy)(void *lock);
-	void (*thread_enter)(void *lock);        /* before a thread's first use (NULL ok) */
-	void (*thread_leave)(void *lock);        /* before the thread exits (NULL ok) */
+	void (*thread_enter)(void *lock, void *ts); /* before a thread's first use (NULL ok) */
+	void (*thread_leave)(void *lock, void *ts); /* after its last use (NULL ok) */
 
 	void (*write_lock)(void *lock, void *ts);
 	void (*write_unlock)(void *lock, void *ts);
@@ -56,6 +64,15 @@ struct lockops {
 	void (*read_unlock)(void *lock, void *ts);
 	bool (*read_trylock)(void *lock, void *ts);                      /* NULL: none */
 	int (*read_timedlock)(void *lock, void *ts, const struct timespec *abs); /* NULL */
+
+	void (*key_lock)(void *lock, void *ts, const void *key);        /* LOCKOPS_KEYED */
+	void (*key_unlock)(void *lock, void *ts, const void *key);
+
+	/* Optimistic readers (kl_seqlock): called after a read section, before read_unlock;
+	 * true means a writer intervened, so what the section read must be discarded and the
+	 * section run again (read_unlock is still called for the failed attempt). NULL: the
+	 * read side excludes writers and sections never retry. */
+	bool (*read_retry)(void *lock, void *ts);
 };
 
 void lockops_register(const struct lockops *ops);
