@@ -152,6 +152,11 @@ double kb_median_ops(const struct kb_results *rs, const struct kb_config *c);
 double kb_metric_median(const struct kb_results *rs, const struct kb_config *c,
 			double (*get)(const struct kb_result *));
 bool kb_config_same(const struct kb_config *a, const struct kb_config *b);
+/* Relative stddev (%) of throughput over a configuration's repeats; NAN below 2. */
+double kb_ops_sd_pct(const struct kb_results *rs, const struct kb_config *c);
+/* "12.3M", "850k" (rates) and "85ns", "1.2us", "3.4ms" (durations). */
+void kb_fmt_rate(char *buf, size_t len, double v);
+void kb_fmt_ns(char *buf, size_t len, double ns);
 
 /* plot.c: gnuplot */
 bool kb_have_gnuplot(void);
@@ -162,6 +167,13 @@ int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *ti
 
 /* latency.c */
 int kb_latency_main(int argc, char **argv);
+/* ns per lock+unlock pair, one thread, `iters` pairs (read side if `read` and it has one). */
+double kb_pair_ns(const struct lockops *ops, bool read, uint64_t iters);
+/* Median ns of `samples` isolated write pairs of `ops` (each after `gap_s` idle) while
+ * `readers` threads loop on its read side; `burst_ns` (if not NULL) gets the mean of a
+ * burst of 1000. With `ops` NULL: one heavy fence, readers on `host`'s read side. */
+double kb_writer_cost(const struct lockops *ops, const struct lockops *host,
+		      unsigned readers, unsigned samples, double gap_s, double *burst_ns);
 
 /* scenario.c */
 int kb_scenario_main(int argc, char **argv);

@@ -237,9 +237,13 @@ static double burst(const struct lat_opts *o, const struct lat_lock *k, void *ts
 	return (double)(kb_now_ns() - t0) / i;
 }
 
-/* `lock` NULL: the heavy fence alone, with the readers of `host` running. */
-static void measure_writer(struct lat_opts *o, const struct lockops *ops,
-			   const struct lockops *host, unsigned nreaders, unsigned rep)
+/*
+ * Starts `nreaders` threads in read loops on a fresh instance of `host` (or of `ops`),
+ * then measures `ops`'s isolated and burst write cost on that instance, or, with `ops`
+ * NULL, one isolated heavy fence (the rendezvous floor) while the same readers run.
+ */
+static void writer_probe(const struct lat_opts *o, const struct lockops *ops,
+			 const struct lockops *host, unsigned nreaders, double *iso, double *bu)
 {
 	struct lat_reader r[LAT_MAX_READER_THREADS];
 	pthread_barrier_t ready;
@@ -247,6 +251,7 @@ static void measure_writer(struct lat_opts *o, const struct lockops *ops,
 	struct lat_lock k;
 	unsigned char *ts;
 
+	*iso = *bu = NAN;
 	if (lat_open(&k, ops ? ops : host) < 0)
 		return;
 	ts = ts_enter(&k);
@@ -256,18 +261,68 @@ static void measure_writer(struct lat_opts *o, const struct lockops *ops,
 		pthread_create(&r[i].tid, NULL, reader_main, &r[i]);
 	}
 	pthread_barrier_wait(&ready);
-	if (ops != NULL) {
-		rec_add(o, ops, LM_ISOLATED, nreaders, rep, isolated(o, &k, ts));
-		rec_add(o, ops, LM_BURST, nreaders, rep, burst(o, &k, ts));
-	} else {
-		rec_add(o, NULL, LM_FENCE, nreaders, rep, isolated(o, NULL, ts));
-	}
+	*iso = isolated(o, ops ? &k : NULL, ts);
+	if (ops != NULL)
+		*bu = burst(o, &k, ts);
 	atomic_store(&stop, true);
 	for (unsigned i = 0; i < nreaders; i++)
 		pthread_join(r[i].tid, NULL);
 	pthread_barrier_destroy(&ready);
 	ts_leave(&k, ts);
 	lat_close(&k);
+}
+
+static void measure_writer(struct lat_opts *o, const struct lockops *ops,
+			   const struct lockops *host, unsigned nreaders, unsigned rep)
+{
+	double iso, bu;
+
+	writer_probe(o, ops, host, nreaders, &iso, &bu);
+	if (ops != NULL) {
+		rec_add(o, ops, LM_ISOLATED, nreaders, rep, iso);
+		rec_add(o, ops, LM_BURST, nreaders, rep, bu);
+	} else {
+		rec_add(o, NULL, LM_FENCE, nreaders, rep, iso);
+	}
+}
+
+double kb_writer_cost(const struct lockops *ops, const struct lockops *host,
+		      unsigned readers, unsigned samples, double gap_s, double *burst_ns)
+{
+	struct lat_opts o = { .samples = samples, .gap_ns = (uint64_t)(gap_s * 1e9),
+			      .burst = LAT_BURST };
+	double iso, bu;
+
+	if (readers > LAT_MAX_READER_THREADS)
+		readers = LAT_MAX_READER_THREADS;
+	if (o.samples > LAT_MAX_SAMPLES)
+		o.samples = LAT_MAX_SAMPLES;
+	writer_probe(&o, ops, host, readers, &iso, &bu);
+	if (burst_ns != NULL)
+		*burst_ns = bu;
+	return iso;
+}
+
+double kb_pair_ns(const struct lockops *ops, bool read, uint64_t iters)
+{
+	struct lat_lock k;
+	unsigned char *ts;
+	double ns;
+
+	iters = (iters + 3) / 4 * 4;
+	if (lat_open(&k, ops) < 0)
+		return NAN;
+	ts = ts_enter(&k);
+	if (read && ops->read_lock != NULL) {
+		time_pairs(ops->read_lock, ops->read_unlock, k.lock, ts, iters / 8);
+		ns = time_pairs(ops->read_lock, ops->read_unlock, k.lock, ts, iters);
+	} else {
+		time_pairs(ops->write_lock, ops->write_unlock, k.lock, ts, iters / 8);
+		ns = time_pairs(ops->write_lock, ops->write_unlock, k.lock, ts, iters);
+	}
+	ts_leave(&k, ts);
+	lat_close(&k);
+	return ns;
 }
 
 /* ---- statistics and output -------------------------------------------------------------- */

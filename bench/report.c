@@ -74,7 +74,7 @@ double kb_median_ops(const struct kb_results *rs, const struct kb_config *c)
 }
 
 /* Relative stddev of throughput over the repeats (%): how repeatable the number is. */
-static double ops_sd_pct(const struct kb_results *rs, const struct kb_config *c)
+double kb_ops_sd_pct(const struct kb_results *rs, const struct kb_config *c)
 {
 	double s = 0, ss = 0;
 	unsigned n = 0;
@@ -93,7 +93,7 @@ static double ops_sd_pct(const struct kb_results *rs, const struct kb_config *c)
 
 /* ---- the table ------------------------------------------------------------------------- */
 
-static void fmt_ns(char *buf, size_t len, double ns)
+void kb_fmt_ns(char *buf, size_t len, double ns)
 {
 	if (isnan(ns))
 		snprintf(buf, len, "-");
@@ -105,7 +105,7 @@ static void fmt_ns(char *buf, size_t len, double ns)
 		snprintf(buf, len, "%.1fms", ns / 1e6);
 }
 
-static void fmt_rate(char *buf, size_t len, double v)
+void kb_fmt_rate(char *buf, size_t len, double v)
 {
 	if (v >= 100e6)
 		snprintf(buf, len, "%.0fM", v / 1e6);
@@ -180,14 +180,14 @@ static void table_row(FILE *f, const struct kb_results *rs, const struct kb_conf
 		      const struct kb_cols *k)
 {
 	char wr[16], ops[16], p50[16], p99[16], p999[16], vcsw[16], st[16], sd[16], fair[16];
-	double fr = kb_metric_median(rs, c, g_fair), sdp = ops_sd_pct(rs, c);
+	double fr = kb_metric_median(rs, c, g_fair), sdp = kb_ops_sd_pct(rs, c);
 
 	fmt_pct(wr, sizeof(wr), c->write_pct);
-	fmt_rate(ops, sizeof(ops), kb_median_ops(rs, c));
-	fmt_ns(p50, sizeof(p50), kb_metric_median(rs, c, g_p50));
-	fmt_ns(p99, sizeof(p99), kb_metric_median(rs, c, g_p99));
-	fmt_ns(p999, sizeof(p999), kb_metric_median(rs, c, g_p999));
-	fmt_rate(vcsw, sizeof(vcsw), kb_metric_median(rs, c, g_vcsw));
+	kb_fmt_rate(ops, sizeof(ops), kb_median_ops(rs, c));
+	kb_fmt_ns(p50, sizeof(p50), kb_metric_median(rs, c, g_p50));
+	kb_fmt_ns(p99, sizeof(p99), kb_metric_median(rs, c, g_p99));
+	kb_fmt_ns(p999, sizeof(p999), kb_metric_median(rs, c, g_p999));
+	kb_fmt_rate(vcsw, sizeof(vcsw), kb_metric_median(rs, c, g_vcsw));
 	snprintf(sd, sizeof(sd), isnan(sdp) ? "-" : "%.1f", sdp);
 	snprintf(fair, sizeof(fair), isinf(fr) ? "inf" : "%.2f", fr);
 	fprintf(f, "%-*s %5u %6s %4u", k->lockw, c->ops->name, c->threads, wr, c->cs);
