@@ -11,7 +11,7 @@ struct kb_cli {
 	const char *outdir;        /* --out: where scenarios and the tour write */
 	double budget;             /* --budget: seconds a sweep should take (0: unset) */
 	bool set_locks, set_threads, set_write, set_cs, set_duration, set_repeats;
-	bool set_place, set_think, set_stripes;
+	bool set_place, set_think, set_stripes, set_warmup;
 	int argc;                  /* what is left after the options */
 	char **argv;
 };

@@ -62,8 +62,8 @@ uint64_t kb_hist_percentile(const struct kb_hist *h, double p)
 	rank = (uint64_t)ceil(p / 100.0 * (double)h->count);
 	if (rank < 1)
 		rank = 1;
-	if (rank > h->count)
-		rank = h->count;
+	if (rank >= h->count)
+		return h->max;   /* the largest sample is known exactly */
 	for (unsigned i = 0; i < KB_HIST_BUCKETS; i++) {
 		seen += h->bucket[i];
 		if (seen < rank)

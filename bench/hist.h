@@ -53,7 +53,8 @@ void kb_hist_merge(struct kb_hist *dst, const struct kb_hist *src);
 
 /*
  * The p-th percentile (0 < p <= 100) by nearest rank: the value of the ceil(p/100 * count)-th
- * smallest sample, as its bucket's midpoint clamped to [min, max]. 0 when empty.
+ * smallest sample, as its bucket's midpoint clamped to [min, max]; the largest sample
+ * exactly. 0 when empty.
  */
 uint64_t kb_hist_percentile(const struct kb_hist *h, double p);
 double kb_hist_mean(const struct kb_hist *h);

@@ -131,7 +131,8 @@ static int parse_one(struct kb_cli *c, int opt, const char *arg)
 		return kb_parse_uint_list(arg, s->think, KB_MAX_AXIS, &s->nthink);
 	case 'd': c->set_duration = true;
 		return kb_parse_seconds(arg, &s->base.duration);
-	case OPT_WARMUP: return kb_parse_seconds(arg, &s->base.warmup);
+	case OPT_WARMUP: c->set_warmup = true;
+		return kb_parse_seconds(arg, &s->base.warmup);
 	case 'r': c->set_repeats = true;
 		if (kb_parse_uint_list(arg, &s->repeats, 1, &n) < 0 || s->repeats < 1)
 			return -1;

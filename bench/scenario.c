@@ -165,7 +165,7 @@ static void sweep_init(struct scn_ctx *x, struct kb_sweep *s)
 	const struct kb_cli *c = x->cli;
 
 	kb_sweep_defaults(s);
-	s->base.warmup = SCN_WARMUP;
+	s->base.warmup = c->set_warmup ? c->sweep.base.warmup : SCN_WARMUP;
 	s->progress = c->sweep.progress;
 	s->base.sample_shift = c->sweep.base.sample_shift;
 	s->base.lockstat = c->sweep.base.lockstat;
