@@ -928,7 +928,264 @@ int kb_tour_main(int argc, char **argv)
 	return worst;
 }
 
+/* ---- floors ------------------------------------------------------------------------------ */
+
+/* One floor's verdict line. `value` NAN: a lock it needs is not built in. */
+static void floor_line(struct scn_ctx *x, const char *issue, const char *what, double value,
+		       bool ok, const char *unit)
+{
+	if (isnan(value))
+		say(x, "  [%s] %-64s %10s  n/a (lock not built in)\n", issue, what, "-");
+	else
+		say(x, "  [%s] %-64s %9.2f%-1s  %s\n", issue, what, value, unit, met(ok));
+}
+
+static const struct lockops *lk(const char *name)
+{
+	return lockops_find(name);
+}
+
+/* Median over `reps` interleaved repeats of each lock's uncontended pair. */
+static void pairs(const struct lockops *const *locks, const bool *read, unsigned n,
+		  unsigned reps, double *out)
+{
+	double v[KB_MAX_AXIS][SCN_REPEATS * 4];
+
+	for (unsigned r = 0; r < reps; r++)
+		for (unsigned i = 0; i < n; i++)
+			v[i][r] = locks[i] ? kb_pair_ns(locks[i], read[i], 1u << 20) : NAN;
+	for (unsigned i = 0; i < n; i++) {
+		struct ms_set set;
+
+		out[i] = NAN;
+		if (locks[i] == NULL)
+			continue;
+		ms_set_init(&set, "");
+		for (unsigned r = 0; r < reps; r++)
+			ms_set_add(&set, v[i][r]);
+		ms_set_finish(&set);
+		out[i] = set.v[set.n / 2];
+		ms_set_free(&set);
+	}
+}
+
+enum { P_NULL, P_KLM, P_PTM, P_URCU, P_RM, P_PC, P_PTRW, P_CKRW, P_N };
+
+static void floors_pairs(struct scn_ctx *x, unsigned reps)
+{
+	const struct lockops *l[P_N] = { lk("busted"), lk("kl_mutex"), lk("pthread_mutex"),
+		lk("urcu_memb"), lk("kl_rmlock"), lk("kl_pcpu_rwsem"), lk("pthread_rwlock"),
+		lk("ck_rwlock") };
+	const bool rd[P_N] = { false, false, false, true, true, true, true, true };
+	double ns[P_N], call, u;
+
+	pairs(l, rd, P_N, reps, ns);
+	call = isnan(ns[P_NULL]) ? 0 : ns[P_NULL];
+	u = ns[P_URCU] - call;
+	say(x, "uncontended pairs (ns, median of %u): call %.1f, kl_mutex %.1f, pthread_mutex "
+	    "%.1f, urcu read %.1f, kl_rmlock read %.1f, kl_pcpu_rwsem read %.1f, "
+	    "pthread_rwlock read %.1f, ck_rwlock read %.1f\n", reps, call, ns[P_KLM], ns[P_PTM],
+	    ns[P_URCU], ns[P_RM], ns[P_PC], ns[P_PTRW], ns[P_CKRW]);
+	floor_line(x, "3", "uncontended kl_mutex pair / pthread_mutex pair <= 1",
+		   ns[P_KLM] / ns[P_PTM], ns[P_KLM] <= ns[P_PTM], "x");
+	floor_line(x, "4", "kl_rmlock read pair / urcu-memb, net of call <= 1.5",
+		   (ns[P_RM] - call) / u, (ns[P_RM] - call) / u <= 1.5, "x");
+	floor_line(x, "4", "kl_pcpu_rwsem read pair / urcu-memb, net of call <= 2.5",
+		   (ns[P_PC] - call) / u, (ns[P_PC] - call) / u <= 2.5, "x");
+	for (int i = P_RM; i <= P_PC; i++) {
+		double a = ns[P_PTRW] / ns[i], b = ns[P_CKRW] / ns[i];
+		char what[96];
+
+		snprintf(what, sizeof(what), "%s read pair: pthread_rwlock's / it >= 5",
+			 i == P_RM ? "kl_rmlock" : "kl_pcpu_rwsem");
+		floor_line(x, "4", what, a, a >= 5, "x");
+		snprintf(what, sizeof(what), "%s read pair: ck_rwlock's / it >= 5",
+			 i == P_RM ? "kl_rmlock" : "kl_pcpu_rwsem");
+		floor_line(x, "4", what, b, b >= 5, "x");
+	}
+}
+
+/* A small sweep for one floor; `names` NULL-terminated; only built locks run. */
+static void mini(struct scn_ctx *x, struct kb_results *rs, const char *const *names,
+		 const unsigned *threads, unsigned nt, double write, unsigned reps, double share)
+{
+	struct kb_sweep s;
+
+	sweep_init(x, &s);
+	s.nlocks = 0;
+	for (; *names; names++)
+		add_if_built(&s, *names);
+	if (s.nlocks == 0)
+		return;
+	memcpy(s.threads, threads, nt * sizeof(unsigned));
+	s.nthreads = nt;
+	s.write[0] = write;
+	s.cs[0] = write == 100 && threads[0] == 2 ? 1 : s.cs[0];
+	s.repeats = reps;
+	sweep_go(x, &s, rs, share);
+}
+
+static double ratio(const struct kb_results *rs, const char *a, const char *b, unsigned t,
+		    double w)
+{
+	return ops_at(rs, lk(a), t, w) / ops_at(rs, lk(b), t, w);
+}
+
+static void floors_mutex(struct scn_ctx *x, unsigned reps)
+{
+	static const char *const duel[] = { "kl_mutex", "pthread_mutex", NULL };
+	static const char *const over[] = { "kl_mutex", "pthread_mutex", "kl_ticket", "kl_mcs",
+					    NULL };
+	unsigned cpus = kb_cpus(), two = 2, ov[2] = { cpus, 4 * cpus };
+	struct kb_results d = { 0 }, o = { 0 };
+	const struct kb_config *kl, *pt;
+	double r;
+
+	mini(x, &d, duel, &two, 1, 100, reps, 0.15);
+	kl = find_cfg(&d, lk("kl_mutex"), 2, 100, -1);
+	pt = find_cfg(&d, lk("pthread_mutex"), 2, 100, -1);
+	r = kl && pt ? kb_median_ops(&d, kl) / kb_median_ops(&d, pt) : NAN;
+	floor_line(x, "3", "duel (2 threads, cs=1): kl_mutex / pthread_mutex calls/s >= 1.5",
+		   r, r >= 1.5, "x");
+	r = kl && pt ? kb_metric_median(&d, kl, g_vcsw_s) /
+		       fmax(1, kb_metric_median(&d, pt, g_vcsw_s)) : NAN;
+	floor_line(x, "3", "duel: kl_mutex / pthread_mutex voluntary switches <= 0.1", r,
+		   r <= 0.1, "x");
+	r = kl ? kb_metric_median(&d, kl, g_fair) : NAN;
+	floor_line(x, "3", "duel: kl_mutex fairness, max/min acquisitions per thread <= 4", r,
+		   r <= 4, "");
+	mini(x, &o, over, ov, 2, 100, reps, 0.2);
+	r = ratio(&o, "kl_mutex", "pthread_mutex", 4 * cpus, 100);
+	floor_line(x, "3", "4x CPUs threads: kl_mutex / pthread_mutex throughput >= 1", r,
+		   r >= 1, "x");
+	for (int i = 0; i < 2; i++) {
+		const char *n = i ? "kl_mcs" : "kl_ticket";
+		char what[96];
+
+		r = ops_at(&o, lk(n), 4 * cpus, 100) / ops_at(&o, lk(n), cpus, 100);
+		snprintf(what, sizeof(what), "%s at 4x CPUs threads / at CPUs threads (no collapse)",
+			 n);
+		floor_line(x, "3", what, r, r >= 0.1, "x");
+	}
+	kb_results_free(&d);
+	kb_results_free(&o);
+}
+
+static void floors_rw(struct scn_ctx *x, unsigned reps)
+{
+	static const char *const rwl[] = { "kl_rwlock", "pthread_rwlock", NULL };
+	static const char *const rml[] = { "kl_rmlock", "kl_pcpu_rwsem", "kl_rwlock",
+					   "pthread_rwlock", NULL };
+	unsigned cpus = kb_cpus(), t12[2] = { 1, 2 };
+	struct kb_results a = { 0 }, b = { 0 }, c = { 0 }, e = { 0 };
+	double r;
+
+	mini(x, &a, rwl, &cpus, 1, 1, reps, 0.08);
+	mini(x, &b, rwl, &cpus, 1, 50, reps, 0.08);
+	r = ratio(&a, "kl_rwlock", "pthread_rwlock", cpus, 1);
+	floor_line(x, "3", "read-mostly (1% writes): kl_rwlock / pthread_rwlock >= 1", r, r >= 1,
+		   "x");
+	r = ratio(&b, "kl_rwlock", "pthread_rwlock", cpus, 50);
+	floor_line(x, "3", "write-heavy (50% writes): kl_rwlock / pthread_rwlock >= 0.8", r,
+		   r >= 0.8, "x");
+	mini(x, &c, rml, t12, 2, 0, reps, 0.08);
+	for (int i = 0; i < 2; i++) {
+		const char *n = i ? "kl_pcpu_rwsem" : "kl_rmlock";
+		char what[96];
+
+		r = ops_at(&c, lk(n), 2, 0) / ops_at(&c, lk(n), 1, 0);
+		snprintf(what, sizeof(what), "read-only scaling: %s 2 threads / 1 thread >= 1.8", n);
+		floor_line(x, "4", what, r, r >= 1.8, "x");
+	}
+	say(x, "       (pthread_rwlock, for scale: %.2fx)\n",
+	    ops_at(&c, lk("pthread_rwlock"), 2, 0) / ops_at(&c, lk("pthread_rwlock"), 1, 0));
+	mini(x, &e, rml, &cpus, 1, 0, reps, 0.06);
+	mini(x, &e, rml, &cpus, 1, 1, reps, 0.06);
+	mini(x, &e, rml, &cpus, 1, 50, reps, 0.06);
+	for (int i = 0; i < 2; i++) {
+		const char *n = i ? "kl_pcpu_rwsem" : "kl_rmlock";
+		char what[96];
+
+		for (double w = 0; w <= 1; w++) {
+			r = ratio(&e, n, "kl_rwlock", cpus, w);
+			snprintf(what, sizeof(what), "%s / kl_rwlock at %g%% writes >= 5", n, w);
+			floor_line(x, "4", what, r, r >= 5, "x");
+		}
+		r = ratio(&e, n, "kl_rwlock", cpus, 50);
+		if (!isnan(r))
+			say(x, "       %s / kl_rwlock at 50%% writes: %.2fx (it may lose here)\n", n, r);
+	}
+	kb_results_free(&a);
+	kb_results_free(&b);
+	kb_results_free(&c);
+	kb_results_free(&e);
+}
+
+static void floors_writers(struct scn_ctx *x)
+{
+	const struct lockops *rm = lk("kl_rmlock"), *pc = lk("kl_pcpu_rwsem");
+	const struct lockops *host = rm ? rm : lk("pthread_rwlock");
+	double fence = host ? kb_writer_cost(NULL, host, 2, SCN_WRITER_SAMPLES, SCN_WRITER_GAP,
+					     NULL) : NAN;
+	double w = rm ? kb_writer_cost(rm, NULL, 2, SCN_WRITER_SAMPLES, SCN_WRITER_GAP, NULL)
+		      : NAN;
+	double iso = NAN, bu = NAN;
+
+	if (pc != NULL)
+		iso = kb_writer_cost(pc, NULL, 2, SCN_WRITER_SAMPLES, SCN_WRITER_GAP, &bu);
+	say(x, "writer cost with 2 reader threads: membarrier %.0f ns, kl_rmlock write %.0f ns, "
+	    "kl_pcpu_rwsem isolated %.0f ns / burst mean %.0f ns\n", fence, w, iso, bu);
+	floor_line(x, "4", "kl_rmlock write pair (2 readers) / one membarrier <= 3", w / fence,
+		   w / fence <= 3, "x");
+	floor_line(x, "4", "kl_pcpu_rwsem burst-of-1000 mean / isolated write <= 0.2", bu / iso,
+		   bu / iso <= 0.2, "x");
+}
+
+static void floors_hash(struct scn_ctx *x, unsigned reps)
+{
+	const struct lockops *mx = lk("kl_mutex"), *hl = lk("kl_hashlock");
+	struct kb_sweep s;
+	struct kb_results rs = { 0 };
+	const struct kb_config *g, *h;
+	double r = NAN;
+
+	if (mx != NULL && hl != NULL) {
+		sweep_init(x, &s);
+		s.locks[0] = mx;
+		s.locks[1] = hl;
+		s.nlocks = 2;
+		s.base.workload = KB_WL_TABLE;
+		s.threads[0] = 2;
+		s.write[0] = 100;
+		s.repeats = reps;
+		s.base.lockstat = kb_lockstat_available();
+		sweep_go(x, &s, &rs, 0.1);
+		g = find_cfg(&rs, mx, 2, 100, 1);
+		h = find_cfg(&rs, hl, 2, 100, 0);
+		if (g && h)
+			r = kb_median_ops(&rs, h) / kb_median_ops(&rs, g);
+		if (g && h && g->lockstat)
+			say(x, "       lockstat %% time waiting: global %.2f%%, hashed %.2f%%\n",
+			    kb_metric_median(&rs, g, g_lkst), kb_metric_median(&rs, h, g_lkst));
+	}
+	floor_line(x, "5", "2 threads, random keys: kl_hashlock / one global kl_mutex >= 1.8", r,
+		   r >= 1.8, "x");
+	if (!kb_lockstat_available())
+		say(x, "  [5] contended-fraction drop and lockstat overhead: %s\n",
+		    kb_lockstat_why());
+	kb_results_free(&rs);
+}
+
 static void scn_floors(struct scn_ctx *x)
 {
-	say(x, "(not yet)\n");
+	unsigned reps = x->cli->set_repeats ? x->cli->sweep.repeats : SCN_REPEATS;
+
+	if (reps > SCN_REPEATS * 4)
+		reps = SCN_REPEATS * 4;
+	say(x, "\nmedians of %u interleaved repeats; ratios within this run\n", reps);
+	floors_pairs(x, reps);
+	floors_mutex(x, reps);
+	floors_rw(x, reps);
+	floors_writers(x);
+	floors_hash(x, reps);
 }
