@@ -177,6 +177,29 @@ static void series_data(FILE *g, const struct kb_results *rs, size_t head, enum 
 	free(xs);
 }
 
+/* One colour per lock (placements share it and differ in dash). */
+static const char *const kb_palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+	"#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000",
+	"#aec7e8" };
+#define KB_PALETTE (sizeof(kb_palette) / sizeof(kb_palette[0]))
+
+/* Index of series s's lock among the distinct locks of the series before it. */
+static size_t lock_ordinal(const struct kb_results *rs, const size_t *head, size_t s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = rs->v[head[j]].cfg.ops == rs->v[head[i]].cfg.ops;
+		if (!seen && rs->v[head[i]].cfg.ops == rs->v[head[s]].cfg.ops)
+			return k;
+		k += !seen;
+	}
+	return k;
+}
+
 int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char *title)
 {
 	static const char *const xlabel[] = { "threads", "writes (% of operations)",
@@ -206,11 +229,14 @@ int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char 
 			"at 0.01)'\n");
 	for (size_t s = 0; s < n; s++)
 		series_data(g, rs, head[s], x, s);
-	fprintf(g, "plot ");
+	fprintf(g, "set format y '%%.1s%%c'\nplot ");
 	for (size_t s = 0; s < n; s++) {
-		series_title(rs, &rs->v[head[s]].cfg, name, sizeof(name));
-		fprintf(g, "%s$s%zu using ($1 > 0 ? $1 : 0.01):2 with linespoints lw 2 title '%s'",
-			s ? ", " : "", s, name);
+		const struct kb_config *c = &rs->v[head[s]].cfg;
+
+		series_title(rs, c, name, sizeof(name));
+		fprintf(g, "%s$s%zu using ($1 > 0 ? $1 : 0.01):2 with linespoints lw 2 pt %zu "
+			"lc rgb '%s' dt %d title '%s'", s ? ", " : "", s, lock_ordinal(rs, head, s) % 12 + 1,
+			kb_palette[lock_ordinal(rs, head, s) % KB_PALETTE], (int)c->placement + 1, name);
 	}
 	fprintf(g, "\n");
 	free(head);
@@ -219,12 +245,15 @@ int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char 
 
 /* ---- latency CDF --------------------------------------------------------------------------- */
 
-static void cdf_data(FILE *g, const struct kb_results *rs, const struct kb_config *c,
-		     size_t idx)
+/* Every acquisition sample of a configuration, all repeats. */
+static struct kb_hist *cdf_hist(const struct kb_results *rs, const struct kb_config *c)
 {
 	struct kb_hist *h = malloc(sizeof(*h));
-	uint64_t seen = 0, lo, width;
 
+	if (h == NULL) {
+		perror("klbench");
+		exit(2);
+	}
 	kb_hist_init(h);
 	for (size_t i = 0; i < rs->n; i++) {
 		if (!kb_config_same(&rs->v[i].cfg, c))
@@ -232,6 +261,15 @@ static void cdf_data(FILE *g, const struct kb_results *rs, const struct kb_confi
 		kb_hist_merge(h, rs->v[i].rhist);
 		kb_hist_merge(h, rs->v[i].whist);
 	}
+	return h;
+}
+
+static void cdf_data(FILE *g, const struct kb_results *rs, const struct kb_config *c,
+		     size_t idx)
+{
+	struct kb_hist *h = cdf_hist(rs, c);
+	uint64_t seen = 0, lo, width;
+
 	fprintf(g, "$c%zu << EOD\n", idx);
 	for (unsigned b = 0; b < KB_HIST_BUCKETS && h->count; b++) {
 		if (h->bucket[b] == 0)
@@ -245,6 +283,16 @@ static void cdf_data(FILE *g, const struct kb_results *rs, const struct kb_confi
 	free(h);
 }
 
+/* A configuration so slow that no acquisition was sampled has no curve. */
+static bool has_samples(const struct kb_results *rs, const struct kb_config *c)
+{
+	struct kb_hist *h = cdf_hist(rs, c);
+	bool any = h->count > 0;
+
+	free(h);
+	return any;
+}
+
 int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *title)
 {
 	size_t *head = malloc((rs->n + 1) * sizeof(size_t)), n = 0;
@@ -256,7 +304,7 @@ int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *ti
 
 		for (size_t k = 0; k < n && !seen; k++)
 			seen = kb_config_same(&rs->v[head[k]].cfg, &rs->v[i].cfg);
-		if (!seen)
+		if (!seen && has_samples(rs, &rs->v[i].cfg))
 			head[n++] = i;
 	}
 	g = n ? gp_open(svg, title) : NULL;
@@ -272,8 +320,8 @@ int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *ti
 	fprintf(g, "plot ");
 	for (size_t s = 0; s < n; s++) {
 		kb_config_label(&rs->v[head[s]].cfg, name, sizeof(name), true);
-		fprintf(g, "%s$c%zu using 1:2 with steps lw 2 title '%s'", s ? ", " : "", s,
-			name);
+		fprintf(g, "%s$c%zu using 1:2 with steps lw 2 lc rgb '%s' dt %zu title '%s'",
+			s ? ", " : "", s, kb_palette[s % KB_PALETTE], s / KB_PALETTE + 1, name);
 	}
 	fprintf(g, "\n");
 	free(head);

@@ -209,7 +209,8 @@ void kb_machine_json(FILE *f)
 
 	cpu_model(model, sizeof(model));
 	uname(&u);
-	fprintf(f, "{\"cpu\": \"%s\", \"online_cpus\": %u, \"allowed_cpus\": %u, "
+	fprintf(f, "{\"timer_ns\": %llu, ", (unsigned long long)kb_timer_overhead_ns());
+	fprintf(f, "\"cpu\": \"%s\", \"online_cpus\": %u, \"allowed_cpus\": %u, "
 		"\"cores\": %u, \"packages\": %u, \"numa_nodes\": %u, \"kernel\": \"%s\", "
 		"\"glibc\": \"%s\", \"klock\": \"%s\", \"fence\": \"%s\", \"cpu_index\": \"%s\"}",
 		model, t->online_cpus, kb_cpus(), t->cores, t->packages, t->numa_nodes,
