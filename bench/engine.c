@@ -487,16 +487,22 @@ static void verify(struct kb_engine *e, struct kb_result *r)
 static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before)
 {
 	const struct kb_config *c = e->cfg;
+	struct kb_lockstat ls = { NAN, NAN };
 	uint64_t t0, t1, rd, wr;
 
 	engine_start(e);
 	kb_sleep_until(kb_now_ns() + (uint64_t)(c->warmup * 1e9));
+	if (c->lockstat)
+		kb_lockstat_begin();
 	snapshot(e, &rd, &wr, before);
 	t0 = kb_now_ns();
 	atomic_store_explicit(&e->phase, KB_PH_MEASURE, memory_order_relaxed);
 	kb_sleep_until(t0 + (uint64_t)(c->duration * 1e9));
 	snapshot(e, &r->reads, &r->writes, r->per_thread);
 	t1 = kb_now_ns();
+	if (c->lockstat)
+		kb_lockstat_end((double)(t1 - t0) / 1e9 * c->threads,
+				r->reads + r->writes - rd - wr, &ls);
 	atomic_store_explicit(&e->phase, KB_PH_STOP, memory_order_relaxed);
 	for (unsigned i = 0; i < c->threads; i++)
 		pthread_join(e->w[i].tid, NULL);
@@ -504,6 +510,8 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	r->reads -= rd;
 	r->writes -= wr;
 	r->elapsed = (double)(t1 - t0) / 1e9;
+	r->lockstat_wait_pct = ls.wait_pct;
+	r->lockstat_contended_pct = ls.contended_pct;
 	return 0;
 }
 
@@ -516,7 +524,7 @@ int kb_run(const struct kb_config *c, unsigned repeat, struct kb_result *r)
 	memset(r, 0, sizeof(*r));
 	r->cfg = *c;
 	r->repeat = repeat;
-	r->lockstat_wait_pct = NAN;
+	r->lockstat_wait_pct = r->lockstat_contended_pct = NAN;
 	r->per_thread = calloc(c->threads, sizeof(uint64_t));
 	r->rhist = malloc(sizeof(*r->rhist));
 	r->whist = malloc(sizeof(*r->whist));
@@ -536,11 +544,7 @@ int kb_run(const struct kb_config *c, unsigned repeat, struct kb_result *r)
 		kb_result_free(r);
 		return -1;
 	}
-	if (c->lockstat)
-		kb_lockstat_begin();
 	run_phases(e, r, before);
-	if (c->lockstat)
-		r->lockstat_wait_pct = kb_lockstat_end(r->elapsed * c->threads);
 	collect(e, r, before);
 	verify(e, r);
 	engine_free(e);

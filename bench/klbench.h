@@ -78,6 +78,7 @@ struct kb_result {
 	double wakes_per_acq;      /* vcsw / operations: sleeps that ended in a wake-up */
 	double lock_pct;           /* % of worker time inside lock calls (sampled) */
 	double lockstat_wait_pct;  /* lockstat's "% of time waiting"; NAN when not measured */
+	double lockstat_contended_pct;  /* lockstat: % of acquisitions contended; NAN */
 	uint64_t violations;       /* in-section check failures */
 	uint64_t lost;             /* updates missing from the counters at the end */
 	bool verified;
@@ -180,10 +181,15 @@ int kb_scenario_main(int argc, char **argv);
 int kb_tour_main(int argc, char **argv);
 
 /* lockstat.c: the --lockstat knob over klock's lockstat, when it is built */
+struct kb_lockstat {
+	double wait_pct;        /* % of the workers' time in slow-path waits */
+	double contended_pct;   /* % of acquisitions that took a slow path */
+};
 bool kb_lockstat_available(void);
 const char *kb_lockstat_why(void);      /* why not, when unavailable */
 void kb_lockstat_begin(void);
-double kb_lockstat_end(double thread_seconds);   /* % of time waiting, or NAN */
+/* Stops recording; NAN fields when lockstat is not built. */
+void kb_lockstat_end(double thread_seconds, uint64_t ops, struct kb_lockstat *out);
 
 /* sys.c */
 uint64_t kb_now_ns(void);

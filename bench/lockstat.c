@@ -12,7 +12,58 @@
 #include "klbench.h"
 
 #if KLBENCH_HAVE_LOCKSTAT
-#error "lockstat glue: write it against klock/lockstat.h"
+#include <errno.h>
+
+#include <klock/lockstat.h>
+
+/* -1 unknown, 0 no (a -Dlockstat=false build), 1 yes. */
+static int kb_ls_state = -1;
+
+bool kb_lockstat_available(void)
+{
+	int r;
+
+	if (kb_ls_state >= 0)
+		return kb_ls_state;
+	if (kl_lockstat_enabled()) {
+		kb_ls_state = 1;   /* KLOCK_LOCKSTAT=1 already records: leave it on */
+		return true;
+	}
+	r = kl_lockstat_start();
+	if (r == 0)
+		kl_lockstat_stop();
+	kb_ls_state = r == 0;
+	return kb_ls_state;
+}
+
+const char *kb_lockstat_why(void)
+{
+	return "lockstat not built: this klock was configured with -Dlockstat=false";
+}
+
+/* Called as the measured interval begins: only its slow-path waits count. */
+void kb_lockstat_begin(void)
+{
+	kl_lockstat_reset();
+	if (!kl_lockstat_enabled())
+		kl_lockstat_start();
+}
+
+void kb_lockstat_end(double thread_seconds, uint64_t ops, struct kb_lockstat *out)
+{
+	struct kl_lockstat_snapshot snap;
+
+	out->wait_pct = out->contended_pct = NAN;
+	kl_lockstat_stop();
+	if (kl_lockstat_snapshot(&snap) != 0)
+		return;
+	if (thread_seconds > 0)
+		out->wait_pct = 100.0 * (double)snap.wait_ns / (thread_seconds * 1e9);
+	if (ops > 0)
+		out->contended_pct = 100.0 * (double)snap.contended / (double)ops;
+	kl_lockstat_snapshot_free(&snap);
+}
+
 #else
 
 bool kb_lockstat_available(void)
@@ -29,10 +80,10 @@ void kb_lockstat_begin(void)
 {
 }
 
-double kb_lockstat_end(double thread_seconds)
+void kb_lockstat_end(double thread_seconds, uint64_t ops, struct kb_lockstat *out)
 {
-	(void)thread_seconds;
-	return NAN;
+	(void)thread_seconds, (void)ops;
+	out->wait_pct = out->contended_pct = NAN;
 }
 
 #endif

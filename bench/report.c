@@ -128,6 +128,7 @@ static double g_vcsw(const struct kb_result *r) { return (double)r->vcsw / r->el
 static double g_wake(const struct kb_result *r) { return r->wakes_per_acq; }
 static double g_lock(const struct kb_result *r) { return r->lock_pct; }
 static double g_lkst(const struct kb_result *r) { return r->lockstat_wait_pct; }
+static double g_lkct(const struct kb_result *r) { return r->lockstat_contended_pct; }
 
 struct kb_cols {
 	bool think, place, table, lockstat;
@@ -164,7 +165,7 @@ static void table_head(FILE *f, const struct kb_cols *k)
 		"p50", "p99", "p99.9", "max/min", "sd%", "usr", "sys", "vcsw/s", "wake/op",
 		"lock%");
 	if (k->lockstat)
-		fprintf(f, " %6s", "wait%");
+		fprintf(f, " %6s %6s", "wait%", "cont%");
 	fprintf(f, " %s\n", "check");
 }
 
@@ -204,7 +205,8 @@ static void table_row(FILE *f, const struct kb_results *rs, const struct kb_conf
 		kb_metric_median(rs, c, g_sys), vcsw, kb_metric_median(rs, c, g_wake),
 		kb_metric_median(rs, c, g_lock));
 	if (k->lockstat)
-		fprintf(f, " %6.2f", kb_metric_median(rs, c, g_lkst));
+		fprintf(f, " %6.2f %6.2f", kb_metric_median(rs, c, g_lkst),
+			kb_metric_median(rs, c, g_lkct));
 	fprintf(f, " %s\n", config_verified(rs, c) ? "ok" : "FAILED");
 }
 
@@ -257,7 +259,7 @@ static void csv_num(FILE *f, double v)
 	"stripes,keys,repeat,elapsed_s,reads,writes,ops_per_s,p50_ns,p99_ns,p999_ns," \
 	"max_ns,read_p50_ns,read_p99_ns,read_p999_ns,write_p50_ns,write_p99_ns," \
 	"write_p999_ns,samples,thr_min,thr_max,fair_ratio,fair_sd_pct,user_s,sys_s,vcsw," \
-	"ivcsw,wakes_per_acq,lock_pct,lockstat_wait_pct,verified"
+	"ivcsw,wakes_per_acq,lock_pct,lockstat_wait_pct,lockstat_contended_pct,verified"
 
 static void csv_row(FILE *f, const struct kb_result *r, const char *scenario)
 {
@@ -291,6 +293,7 @@ static void csv_row(FILE *f, const struct kb_result *r, const char *scenario)
 	csv_num(f, r->wakes_per_acq);
 	csv_num(f, r->lock_pct);
 	csv_num(f, r->lockstat_wait_pct);
+	csv_num(f, r->lockstat_contended_pct);
 	fprintf(f, ",%s\n", r->verified ? "ok" : "FAILED");
 }
 
@@ -387,6 +390,8 @@ static void json_run(FILE *f, const struct kb_result *r)
 	json_num(f, r->lock_pct);
 	fputs(", \"lockstat_wait_pct\": ", f);
 	json_num(f, r->lockstat_wait_pct);
+	fputs(", \"lockstat_contended_pct\": ", f);
+	json_num(f, r->lockstat_contended_pct);
 	fprintf(f, ", \"verified\": %s, \"verify\": ", r->verified ? "true" : "false");
 	json_str(f, r->verify_msg);
 	fputs("}", f);

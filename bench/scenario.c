@@ -706,6 +706,11 @@ static double g_lkst(const struct kb_result *r)
 	return r->lockstat_wait_pct;
 }
 
+static double g_lkct(const struct kb_result *r)
+{
+	return r->lockstat_contended_pct;
+}
+
 static void hashed_summary(struct scn_ctx *x, const struct kb_results *rs,
 			   const struct lockops *mx, const struct lockops *hl, unsigned t)
 {
@@ -721,8 +726,10 @@ static void hashed_summary(struct scn_ctx *x, const struct kb_results *rs,
 	    kb_median_ops(rs, best) / kb_median_ops(rs, g), kb_metric_median(rs, g, g_lockpct),
 	    kb_metric_median(rs, best, g_lockpct));
 	if (g->lockstat)
-		say(x, "lockstat: %.2f%% of the time waiting -> %.2f%%\n",
-		    kb_metric_median(rs, g, g_lkst), kb_metric_median(rs, best, g_lkst));
+		say(x, "lockstat: %.2f%% of the time waiting -> %.2f%%; contended acquisitions "
+		    "%.2f%% -> %.2f%%\n", kb_metric_median(rs, g, g_lkst),
+		    kb_metric_median(rs, best, g_lkst), kb_metric_median(rs, g, g_lkct),
+		    kb_metric_median(rs, best, g_lkct));
 	else
 		say(x, "lockstat: %s (the %% waiting column needs it)\n", kb_lockstat_why());
 	if (h != NULL && t == 2 && strcmp(mx->name, "kl_mutex") == 0) {
@@ -940,6 +947,19 @@ static void floor_line(struct scn_ctx *x, const char *issue, const char *what, d
 		say(x, "  [%s] %-64s %9.2f%-1s  %s\n", issue, what, value, unit, met(ok));
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_d(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(double), cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static const struct lockops *lk(const char *name)
 {
 	return lockops_find(name);
@@ -1141,13 +1161,36 @@ static void floors_writers(struct scn_ctx *x)
 		   bu / iso <= 0.2, "x");
 }
 
+/* Issue 5: an uncontended kl_mutex loop with lockstat recording vs not (hold times off). */
+static void floors_lockstat_cost(struct scn_ctx *x, unsigned reps)
+{
+	const struct lockops *m = lk("kl_mutex");
+	double on[SCN_REPEATS * 4], off[SCN_REPEATS * 4], a, b;
+
+	if (m == NULL) {
+		floor_line(x, "5", "lockstat recording: uncontended pair / not recording <= 1.3",
+			   NAN, false, "x");
+		return;
+	}
+	for (unsigned i = 0; i < reps; i++) {
+		off[i] = kb_pair_ns(m, false, 1u << 20);
+		kb_lockstat_begin();
+		on[i] = kb_pair_ns(m, false, 1u << 20);
+		kb_lockstat_end(0, 0, &(struct kb_lockstat){ 0 });
+	}
+	a = median_d(on, reps);
+	b = median_d(off, reps);
+	floor_line(x, "5", "lockstat recording: uncontended kl_mutex pair / not recording <= 1.3",
+		   a / b, a / b <= 1.3, "x");
+}
+
 static void floors_hash(struct scn_ctx *x, unsigned reps)
 {
 	const struct lockops *mx = lk("kl_mutex"), *hl = lk("kl_hashlock");
 	struct kb_sweep s;
 	struct kb_results rs = { 0 };
 	const struct kb_config *g, *h;
-	double r = NAN;
+	double r = NAN, c = NAN;
 
 	if (mx != NULL && hl != NULL) {
 		sweep_init(x, &s);
@@ -1164,15 +1207,23 @@ static void floors_hash(struct scn_ctx *x, unsigned reps)
 		h = find_cfg(&rs, hl, 2, 100, 0);
 		if (g && h)
 			r = kb_median_ops(&rs, h) / kb_median_ops(&rs, g);
-		if (g && h && g->lockstat)
+		if (g && h && g->lockstat) {
 			say(x, "       lockstat %% time waiting: global %.2f%%, hashed %.2f%%\n",
 			    kb_metric_median(&rs, g, g_lkst), kb_metric_median(&rs, h, g_lkst));
+			c = kb_metric_median(&rs, g, g_lkct) /
+			    fmax(1e-9, kb_metric_median(&rs, h, g_lkct));
+		}
 	}
 	floor_line(x, "5", "2 threads, random keys: kl_hashlock / one global kl_mutex >= 1.8", r,
 		   r >= 1.8, "x");
-	if (!kb_lockstat_available())
+	if (!kb_lockstat_available()) {
 		say(x, "  [5] contended-fraction drop and lockstat overhead: %s\n",
 		    kb_lockstat_why());
+	} else {
+		floor_line(x, "5", "contended fraction: global kl_mutex / kl_hashlock >= 10", c,
+			   c >= 10, "x");
+		floors_lockstat_cost(x, reps);
+	}
 	kb_results_free(&rs);
 }
 
