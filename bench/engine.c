@@ -238,8 +238,7 @@ static int worker_enter(struct kb_worker *w)
 	memset(w->ts, 0, (size_t)e->nlocks * e->ts_stride);
 	if (e->ops->thread_enter != NULL)
 		for (unsigned i = 0; i < e->nlocks; i++)
-			e->ops->thread_enter(e->locks + (size_t)i * e->lock_stride,
-					     w->ts + (size_t)i * e->ts_stride);
+			e->ops->thread_enter(e->locks + (size_t)i * e->lock_stride);
 	return 0;
 }
 
@@ -249,8 +248,7 @@ static void worker_leave(struct kb_worker *w)
 
 	if (e->ops->thread_leave != NULL)
 		for (unsigned i = 0; i < e->nlocks; i++)
-			e->ops->thread_leave(e->locks + (size_t)i * e->lock_stride,
-					     w->ts + (size_t)i * e->ts_stride);
+			e->ops->thread_leave(e->locks + (size_t)i * e->lock_stride);
 	free(w->ts);
 }
 

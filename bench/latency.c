@@ -120,14 +120,14 @@ static unsigned char *ts_enter(const struct lat_lock *k)
 	}
 	memset(ts, 0, n);
 	if (k->ops->thread_enter)
-		k->ops->thread_enter(k->lock, ts);
+		k->ops->thread_enter(k->lock);
 	return ts;
 }
 
 static void ts_leave(const struct lat_lock *k, unsigned char *ts)
 {
 	if (k->ops->thread_leave)
-		k->ops->thread_leave(k->lock, ts);
+		k->ops->thread_leave(k->lock);
 	free(ts);
 }
 

@@ -7,9 +7,10 @@
  * - never the CK_ELIDE_* wrappers: without RTM, CK_ELIDE_TRYLOCK returns the *locked*
  *   predicate and acquires nothing; we call the plain lock functions directly;
  * - ck_brlock readers must register a per-thread reader record with the lock before their
- *   first read_lock (and unregister before it goes away): the record lives in the
- *   driver's thread-state buffer (`ts`), registered in thread_enter, unregistered in
- *   thread_leave; its counter is on the buffer's own cache line;
+ *   first read_lock (and unregister it before it goes away): the record lives in the
+ *   driver's thread-state buffer (`ts`, its own cache line), registered on the thread's
+ *   first read of that lock and unregistered by thread_leave, which finds it on the
+ *   thread's list of registrations;
  * - ck_spinlock_mcs needs a caller-owned queue node alive for the whole critical section:
  *   also the `ts` buffer;
  * - ck_spinlock_ticket's trylock exists only where CK_F_SPINLOCK_TICKET_TRYLOCK is set.
@@ -175,20 +176,47 @@ LOCKOPS_REGISTER(ck_rwlock_ops)
 
 /* ---- ck_brlock ------------------------------------------------------------------------- */
 
+/* A thread's reader record for one ck_brlock, in the driver's per-thread state. */
+struct br_ts {
+	ck_brlock_reader_t reader;   /* the counter the writer scans */
+	struct ck_brlock *lock;      /* registered with; NULL until the first read */
+	struct br_ts *next;          /* this thread's other registrations */
+};
+
+/* The calling thread's registrations, for thread_leave to find. */
+static __thread struct br_ts *br_registered;
+
 static int br_init(void *l)
 {
 	ck_brlock_init(l);
 	return 0;
 }
 
-static void br_enter(void *l, void *ts)
+static struct ck_brlock_reader *br_reader(void *l, void *ts)
 {
-	ck_brlock_read_register(l, ts);
+	struct br_ts *t = ts;
+
+	if (CK_CC_UNLIKELY(t->lock == NULL)) {
+		ck_brlock_read_register(l, &t->reader);
+		t->lock = l;
+		t->next = br_registered;
+		br_registered = t;
+	}
+	return &t->reader;
 }
 
-static void br_leave(void *l, void *ts)
+static void br_leave(void *l)
 {
-	ck_brlock_read_unregister(l, ts);
+	for (struct br_ts **p = &br_registered; *p != NULL; p = &(*p)->next) {
+		struct br_ts *t = *p;
+
+		if (t->lock != l)
+			continue;
+		ck_brlock_read_unregister(l, &t->reader);
+		t->lock = NULL;
+		*p = t->next;
+		return;
+	}
 }
 
 static void br_wlock(void *l, void *ts)
@@ -211,18 +239,18 @@ static bool br_wtrylock(void *l, void *ts)
 
 static void br_rlock(void *l, void *ts)
 {
-	ck_brlock_read_lock(l, ts);
+	ck_brlock_read_lock(l, br_reader(l, ts));
 }
 
 static void br_runlock(void *l, void *ts)
 {
 	(void)l;
-	ck_brlock_read_unlock(ts);
+	ck_brlock_read_unlock(&((struct br_ts *)ts)->reader);
 }
 
 static bool br_rtrylock(void *l, void *ts)
 {
-	return ck_brlock_read_trylock(l, ts, BRLOCK_TRY_FACTOR);
+	return ck_brlock_read_trylock(l, br_reader(l, ts), BRLOCK_TRY_FACTOR);
 }
 
 static const struct lockops ck_brlock_ops = {
@@ -231,10 +259,9 @@ static const struct lockops ck_brlock_ops = {
 	.summary = "ck big-reader lock: per-thread reader records (fenced), writer scans them",
 	.flags = LOCKOPS_RW | LOCKOPS_SPIN | LOCKOPS_READ_BIASED,
 	.size = sizeof(ck_brlock_t),
-	.tsize = sizeof(ck_brlock_reader_t),
+	.tsize = sizeof(struct br_ts),
 	.init = br_init,
 	.destroy = ck_nop_destroy,
-	.thread_enter = br_enter,
 	.thread_leave = br_leave,
 	.write_lock = br_wlock,
 	.write_unlock = br_wunlock,

@@ -10,13 +10,13 @@
  * adapters by name. Peers (pthread, ck, urcu) are compiled only where their library exists.
  *
  * Calling convention: the driver allocates `size` bytes for the lock (aligned to
- * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of thread state (aligned to
- * LOCKOPS_ALIGN, zero-filled). The same buffer is passed to thread_enter, to every lock
- * call and its matching unlock call, and to thread_leave, and stays valid (and unmoved)
- * from thread_enter until thread_leave returns: an adapter may keep per-acquisition state
- * there (an MCS node, an rmlock tracker, a pcpu_rwsem slot token) or a per-thread
- * registration (ck_brlock's reader record). Exclusive-only locks leave the read_* members
- * NULL: drivers then use the write side for readers too.
+ * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of thread state, zero-filled,
+ * passed to every lock call and its matching unlock call. A driver allocates it once
+ * per (thread, lock) and keeps it valid and unmoved until that thread's thread_leave
+ * returns: an adapter may keep per-acquisition state there (an MCS node, an rmlock
+ * tracker, a pcpu_rwsem slot token) or a per-thread registration made on first use
+ * (ck_brlock's reader record, unregistered in thread_leave). Exclusive-only locks leave
+ * the read_* members NULL: drivers then use the write side for readers too.
  *
  * Keyed locks (LOCKOPS_KEYED: kl_hashlock) also lock by key: key_lock(lock, ts, key)
  * takes whatever protects `key` (an address); write_lock/write_unlock take one fixed key,
@@ -52,8 +52,9 @@ struct lockops {
 
 	int (*init)(void *lock);                 /* 0 or an errno */
 	void (*destroy)(void *lock);
-	void (*thread_enter)(void *lock, void *ts); /* before a thread's first use (NULL ok) */
-	void (*thread_leave)(void *lock, void *ts); /* after its last use (NULL ok) */
+	void (*thread_enter)(void *lock);        /* before a thread's first use (NULL ok) */
+	void (*thread_leave)(void *lock);        /* after its last use, before its thread
+						  * state is freed (NULL ok) */
 
 	void (*write_lock)(void *lock, void *ts);
 	void (*write_unlock)(void *lock, void *ts);

@@ -45,16 +45,16 @@ static void ur_destroy(void *l)
 	pthread_mutex_destroy(&u->writers);
 }
 
-static void ur_enter(void *l, void *ts)
+static void ur_enter(void *l)
 {
-	(void)l, (void)ts;
+	(void)l;
 	if (urcu_entered++ == 0)
 		urcu_memb_register_thread();
 }
 
-static void ur_leave(void *l, void *ts)
+static void ur_leave(void *l)
 {
-	(void)l, (void)ts;
+	(void)l;
 	if (--urcu_entered == 0)
 		urcu_memb_unregister_thread();
 }
