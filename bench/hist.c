@@ -83,3 +83,19 @@ double kb_hist_mean(const struct kb_hist *h)
 {
 	return h->count ? (double)h->sum / (double)h->count : 0.0;
 }
+
+double kb_hist_capped_sum(const struct kb_hist *h, uint64_t cap)
+{
+	double sum = 0;
+
+	for (unsigned i = 0; i < KB_HIST_BUCKETS; i++) {
+		uint64_t lo, width, mid;
+
+		if (h->bucket[i] == 0)
+			continue;
+		kb_hist_bucket_range(i, &lo, &width);
+		mid = lo + (width - 1) / 2;
+		sum += (double)h->bucket[i] * (double)(mid < cap ? mid : cap);
+	}
+	return sum;
+}

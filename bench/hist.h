@@ -59,4 +59,7 @@ void kb_hist_merge(struct kb_hist *dst, const struct kb_hist *src);
 uint64_t kb_hist_percentile(const struct kb_hist *h, double p);
 double kb_hist_mean(const struct kb_hist *h);
 
+/* Sum of the samples with each one capped at `cap` (bucket midpoints: within 3.1%). */
+double kb_hist_capped_sum(const struct kb_hist *h, uint64_t cap);
+
 #endif /* KB_HIST_H */

@@ -364,7 +364,16 @@ static void sweep_summary(struct scn_ctx *x, const struct kb_results *rs,
 		const struct kb_config *cc = find_cfg(rs, s->locks[i], cpus, s->write[0], -1);
 		const struct kb_config *ct = find_cfg(rs, s->locks[i], top, s->write[0], -1);
 		char a[16] = "-", b[16] = "-", c[16] = "-";
-		double keep = cc && ct ? kb_median_ops(rs, ct) / kb_median_ops(rs, cc) : NAN;
+		double peak = 0, keep;
+
+		for (unsigned t = 0; t < s->nthreads; t++) {
+			const struct kb_config *k = find_cfg(rs, s->locks[i], s->threads[t],
+							     s->write[0], -1);
+
+			if (k != NULL)
+				peak = fmax(peak, kb_median_ops(rs, k));
+		}
+		keep = ct && peak > 0 ? kb_median_ops(rs, ct) / peak : NAN;
 
 		if (c1)
 			kb_fmt_rate(a, sizeof(a), kb_median_ops(rs, c1));
@@ -374,8 +383,8 @@ static void sweep_summary(struct scn_ctx *x, const struct kb_results *rs,
 			kb_fmt_rate(c, sizeof(c), kb_median_ops(rs, ct));
 		say(x, "%-24s %14s %14s %14s", s->locks[i]->name, a, b, c);
 		if (!isnan(keep) && top > cpus)
-			say(x, "  %s (%.0f%% of its throughput at %u threads)",
-			    keep < 0.1 ? "COLLAPSES oversubscribed" : "holds up", 100 * keep, cpus);
+			say(x, "  %s (%.0f%% of its peak)",
+			    keep < 0.1 ? "COLLAPSES oversubscribed" : "holds up", 100 * keep);
 		say(x, "\n");
 	}
 }
