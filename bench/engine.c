@@ -35,6 +35,8 @@
 /* Multiplier/increment of the private think-time LCG (Knuth MMIX). */
 #define KB_LCG_MUL 6364136223846793005ull
 #define KB_LCG_ADD 1442695040888963407ull
+/* Worker stack size: the loop needs little, and 4096 default 8 MiB stacks add up. */
+#define KB_STACK (256 * 1024)
 /* Fibonacci hashing constant (2^64 / golden ratio) to spread keys over stripes. */
 #define KB_FIB 11400714819323198485ull
 
@@ -70,6 +72,7 @@ struct kb_engine {
 	uint64_t write_thresh;         /* write when (rand >> 11) < write_thresh */
 	uint64_t sample_mask;
 	uint64_t timer_ns;
+	void **cpusets;                /* one per worker, or NULL (unbound) */
 	pthread_barrier_t start;
 	_Alignas(KB_PAD) _Atomic int phase;
 	char pad1[KB_PAD - sizeof(int)];
@@ -288,9 +291,7 @@ static void engine_free(struct kb_engine *e)
 			e->ops->destroy(e->locks + (size_t)i * e->lock_stride);
 		free(e->locks);
 	}
-	if (e->w != NULL)
-		for (unsigned i = 0; i < e->cfg->threads; i++)
-			kb_place_free(e->w[i].cpuset);
+	kb_place_free(e->cpusets, e->cfg->threads);
 	free(e->data);
 	free(e->w);
 }
@@ -353,6 +354,11 @@ static int engine_start(struct kb_engine *e)
 	unsigned i;
 	int err = 0;
 
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, KB_STACK);
+	e->cpusets = kb_place_sets(c->placement, c->threads);
 	pthread_barrier_init(&e->start, NULL, c->threads + 1);
 	for (i = 0; i < c->threads; i++) {
 		struct kb_worker *w = &e->w[i];
@@ -361,13 +367,14 @@ static int engine_start(struct kb_engine *e)
 		w->index = i;
 		w->rng = (0x9e3779b97f4a7c15ull * (i + 1)) ^ kb_now_ns();
 		w->rng |= 1;
-		w->cpuset = kb_place_set(c->placement, i, c->threads);
+		w->cpuset = e->cpusets ? e->cpusets[i] : NULL;
 		kb_hist_init(&w->rh);
 		kb_hist_init(&w->wh);
-		err = pthread_create(&w->tid, NULL, worker_main, w);
+		err = pthread_create(&w->tid, &attr, worker_main, w);
 		if (err != 0)
 			break;
 	}
+	pthread_attr_destroy(&attr);
 	if (err != 0) {
 		/* the started ones wait at the barrier: nothing to unwind but the process */
 		fprintf(stderr, "klbench: cannot start thread %u of %u: %s\n", i + 1,

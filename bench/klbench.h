@@ -197,10 +197,10 @@ uint64_t kb_timer_overhead_ns(void);
 void kb_helper_start(void);
 void kb_sleep_until(uint64_t deadline_ns);
 unsigned kb_cpus(void);                  /* CPUs this process may run on */
-/* The CPU set (a hwloc bitmap, opaque here) worker `i` of `n` binds to; NULL = unbound. */
-void *kb_place_set(enum kb_placement p, unsigned i, unsigned n);
+/* The CPU sets (hwloc bitmaps, opaque here) workers 0..n-1 bind to; NULL = unbound. */
+void **kb_place_sets(enum kb_placement p, unsigned n);
+void kb_place_free(void **sets, unsigned n);
 int kb_bind_self(void *set);
-void kb_place_free(void *set);
 void kb_machine(char *buf, size_t len);  /* one line: CPU model, CPUs, kernel, glibc, klock */
 void kb_machine_json(FILE *f);
 bool kb_isatty_err(void);

@@ -118,10 +118,12 @@ unsigned kb_cpus(void)
  * then cores of a package, then packages: neighbours share caches), wrapping around.
  * scatter: hwloc_distrib() spreads n workers as far apart as the tree allows (packages,
  * then cores, then SMT siblings), one PU each.
+ * Returns n CPU sets (hwloc bitmaps, opaque here), or NULL: leave the threads unbound.
  */
-void *kb_place_set(enum kb_placement p, unsigned i, unsigned n)
+void **kb_place_sets(enum kb_placement p, unsigned n)
 {
-	hwloc_bitmap_t set = NULL;
+	hwloc_bitmap_t *sets;
+	hwloc_obj_t root;
 	int npu;
 
 	if (p == KB_PLACE_NONE)
@@ -129,25 +131,29 @@ void *kb_place_set(enum kb_placement p, unsigned i, unsigned n)
 	pthread_once(&kb_topo_once, topo_load);
 	if (!kb_topo_ok || (npu = hwloc_get_nbobjs_by_type(kb_topo, HWLOC_OBJ_PU)) <= 0)
 		return NULL;
+	sets = calloc(n, sizeof(*sets));
+	if (sets == NULL)
+		return NULL;
 	if (p == KB_PLACE_COMPACT) {
-		hwloc_obj_t pu = hwloc_get_obj_by_type(kb_topo, HWLOC_OBJ_PU, i % (unsigned)npu);
-
-		set = hwloc_bitmap_dup(pu->cpuset);
-	} else {
-		hwloc_obj_t root = hwloc_get_root_obj(kb_topo);
-		hwloc_bitmap_t *sets = calloc(n, sizeof(*sets));
-
-		if (sets == NULL)
-			return NULL;
-		hwloc_distrib(kb_topo, &root, 1, sets, n, INT_MAX, 0);
-		set = sets[i];
-		for (unsigned k = 0; k < n; k++)
-			if (k != i)
-				hwloc_bitmap_free(sets[k]);
-		free(sets);
-		hwloc_bitmap_singlify(set);
+		for (unsigned i = 0; i < n; i++)
+			sets[i] = hwloc_bitmap_dup(
+				hwloc_get_obj_by_type(kb_topo, HWLOC_OBJ_PU, i % (unsigned)npu)->cpuset);
+		return (void **)sets;
 	}
-	return set;
+	root = hwloc_get_root_obj(kb_topo);
+	hwloc_distrib(kb_topo, &root, 1, sets, n, INT_MAX, 0);
+	for (unsigned i = 0; i < n; i++)
+		hwloc_bitmap_singlify(sets[i]);
+	return (void **)sets;
+}
+
+void kb_place_free(void **sets, unsigned n)
+{
+	if (sets == NULL)
+		return;
+	for (unsigned i = 0; i < n; i++)
+		hwloc_bitmap_free(sets[i]);
+	free(sets);
 }
 
 int kb_bind_self(void *set)
@@ -157,11 +163,6 @@ int kb_bind_self(void *set)
 	return hwloc_set_cpubind(kb_topo, set, HWLOC_CPUBIND_THREAD);
 }
 
-void kb_place_free(void *set)
-{
-	if (set != NULL)
-		hwloc_bitmap_free(set);
-}
 
 /* ---- the machine ------------------------------------------------------------------------ */
 
