@@ -144,6 +144,7 @@ void kb_print_table(FILE *f, const struct kb_results *rs);
 int kb_write_csv(const char *path, const struct kb_results *rs, const char *scenario);
 int kb_write_json(const char *path, const struct kb_results *rs, const char *scenario);
 int kb_write_raw(const char *dir, const struct kb_results *rs);
+void kb_json_str(FILE *f, const char *s);   /* a JSON string literal, escaped */
 int kb_emit(const struct kb_output *o, const struct kb_results *rs, const char *scenario);
 void kb_config_label(const struct kb_config *c, char *buf, size_t len, bool full);
 void kb_progress(size_t done, size_t total, const char *what);
@@ -205,6 +206,9 @@ void kb_machine(char *buf, size_t len);  /* one line: CPU model, CPUs, kernel, g
 void kb_machine_json(FILE *f);
 bool kb_isatty_err(void);
 int kb_mkdirs(const char *path);
+
+/* The command line klbench was started with (for JSON and scenario reports). */
+extern char kb_cmdline[1024];
 
 /* The version printed by --version and written into CSV/JSON. */
 #define KB_VERSION "0.1"

@@ -448,8 +448,10 @@ static int write_files(const struct lat_opts *o)
 	f = strcmp(o->json, "-") ? fopen(o->json, "w") : stdout;
 	if (f == NULL)
 		return -1;
-	fprintf(f, "{\n  \"klbench\": \"%s\",\n  \"mode\": \"latency\",\n  \"machine\": ",
+	fprintf(f, "{\n  \"klbench\": \"%s\",\n  \"mode\": \"latency\",\n  \"command\": ",
 		KB_VERSION);
+	kb_json_str(f, kb_cmdline);
+	fprintf(f, ",\n  \"machine\": ");
 	kb_machine_json(f);
 	fprintf(f, ",\n  \"iters\": %llu, \"samples\": %u, \"gap_ns\": %llu, \"burst\": %u,\n"
 		"  \"measurements\": [\n", (unsigned long long)o->iters, o->samples,

@@ -304,10 +304,22 @@ static int cmd_list(void)
 	return 0;
 }
 
+char kb_cmdline[1024];
+
+static void save_cmdline(int argc, char **argv)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < argc && n < sizeof(kb_cmdline); i++)
+		n += (size_t)snprintf(kb_cmdline + n, sizeof(kb_cmdline) - n, "%s%s", i ? " " : "",
+				      i ? argv[i] : "klbench");
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
+	save_cmdline(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* Before anything is timed: glibc's locks must see a multi-threaded process. */
 	kb_helper_start();

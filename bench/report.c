@@ -311,7 +311,7 @@ int kb_write_csv(const char *path, const struct kb_results *rs, const char *scen
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s)
+void kb_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
@@ -361,9 +361,9 @@ static void json_run(FILE *f, const struct kb_result *r)
 	const struct kb_config *c = &r->cfg;
 
 	fputs("    {\"lock\": ", f);
-	json_str(f, c->ops->name);
+	kb_json_str(f, c->ops->name);
 	fputs(", \"family\": ", f);
-	json_str(f, c->ops->family);
+	kb_json_str(f, c->ops->family);
 	fprintf(f, ", \"threads\": %u, \"write_pct\": %g, \"cs\": %u, \"think\": %u, "
 		"\"placement\": \"%s\", \"workload\": \"%s\", \"stripes\": %u, \"keys\": %u, "
 		"\"repeat\": %u, \"elapsed_s\": %.6f, \"reads\": %llu, \"writes\": %llu, "
@@ -393,7 +393,7 @@ static void json_run(FILE *f, const struct kb_result *r)
 	fputs(", \"lockstat_contended_pct\": ", f);
 	json_num(f, r->lockstat_contended_pct);
 	fprintf(f, ", \"verified\": %s, \"verify\": ", r->verified ? "true" : "false");
-	json_str(f, r->verify_msg);
+	kb_json_str(f, r->verify_msg);
 	fputs("}", f);
 }
 
@@ -404,7 +404,9 @@ int kb_write_json(const char *path, const struct kb_results *rs, const char *sce
 	if (f == NULL)
 		return -1;
 	fprintf(f, "{\n  \"klbench\": \"%s\",\n  \"scenario\": ", KB_VERSION);
-	json_str(f, scenario ? scenario : "run");
+	kb_json_str(f, scenario ? scenario : "run");
+	fputs(",\n  \"command\": ", f);
+	kb_json_str(f, kb_cmdline);
 	fputs(",\n  \"machine\": ", f);
 	kb_machine_json(f);
 	fputs(",\n  \"runs\": [\n", f);

@@ -873,7 +873,7 @@ static int run_scenario(const struct scenario *sc, struct kb_cli *cli, bool tour
 		return 1;
 	kb_machine(machine, sizeof(machine));
 	say(&x, "== %s: %s ==\n%s", sc->name, sc->title, sc->story);
-	say(&x, "machine: %s\n", machine);
+	say(&x, "machine: %s\ncommand: %s\n", machine, kb_cmdline);
 	sc->run(&x);
 	say(&x, "\n");
 	if (x.txt != NULL)
