@@ -37,6 +37,8 @@
 #define KB_LCG_ADD 1442695040888963407ull
 /* Worker stack size: the loop needs little, and 4096 default 8 MiB stacks add up. */
 #define KB_STACK (256 * 1024)
+/* Output multiplier of xorshift64* (Vigna), the workers' random numbers. */
+#define KB_XORSHIFT_MUL 2685821657736338717ull
 /* Fibonacci hashing constant (2^64 / golden ratio) to spread keys over stripes. */
 #define KB_FIB 11400714819323198485ull
 
@@ -92,7 +94,7 @@ static uint64_t next_rand(uint64_t *s)  /* xorshift64* */
 	x ^= x << 25;
 	x ^= x >> 27;
 	*s = x;
-	return x * 2685821657736338717ull;
+	return x * KB_XORSHIFT_MUL;
 }
 
 static void think(unsigned steps, uint64_t *x)
@@ -365,7 +367,7 @@ static int engine_start(struct kb_engine *e)
 
 		w->e = e;
 		w->index = i;
-		w->rng = (0x9e3779b97f4a7c15ull * (i + 1)) ^ kb_now_ns();
+		w->rng = (KB_FIB * (i + 1)) ^ kb_now_ns();
 		w->rng |= 1;
 		w->cpuset = e->cpusets ? e->cpusets[i] : NULL;
 		kb_hist_init(&w->rh);
