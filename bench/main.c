@@ -252,6 +252,14 @@ static int cmd_run(int argc, char **argv)
 					   &c.sweep.nlocks) < 0)
 		return 2;
 	kb_cli_apply_budget(&c);
+	if (c.out.table) {
+		char machine[512];
+
+		kb_machine(machine, sizeof(machine));
+		printf("# %s\n# machine: %s\n# %zu runs of %.2fs (+%.2fs warm-up), repeats "
+		       "interleaved\n", kb_cmdline, machine, kb_sweep_size(&c.sweep),
+		       c.sweep.base.duration, c.sweep.base.warmup);
+	}
 	failed = kb_sweep_run(&c.sweep, &rs);
 	c.out.title = "klbench run";
 	rc = kb_emit(&c.out, &rs, "run") < 0 ? 1 : 0;

@@ -140,8 +140,11 @@ def test_output(kb):
         if rc != 0 or "confidence" not in out:
             return fail("klbench compare does not read the raw files")
         rc, out, _ = klb(kb, "run", "-l", "pthread_mutex", "-t", "1", "-d", "0.02", "-q")
-        if rc != 0 or not out.startswith("lock ") or "ok" not in out:
+        body = [l for l in out.splitlines() if not l.startswith("#")]
+        if rc != 0 or not out.startswith("# klbench run") or not body[0].startswith("lock "):
             return fail("the table is missing or malformed:\n" + out)
+        if len(body) != 2 or body[1].split()[0] != "pthread_mutex" or body[1].split()[-1] != "ok":
+            return fail("the table should have one pthread_mutex row that verified:\n" + out)
     print("ok: CSV (24 rows x %d columns), JSON, 24 raw files, table" % len(CSV_COLUMNS))
     return 0
 
