@@ -21,6 +21,8 @@
 
 #include "kl_internal.h"
 
+struct kli_ls_table;   /* locks/lockstat_impl.h */
+
 struct kli_thread {
 	/* -- parking lot (locks/park.c); all fields under the bucket lock but park_state */
 	_Atomic uint32_t park_state;    /* futex word: KLI_PARK_WAITING while queued */
@@ -36,6 +38,11 @@ struct kli_thread {
 	_Atomic bool live;              /* a running thread owns this record */
 	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
 	pid_t tid;                      /* kernel thread id of the current owner */
+
+	/* -- lockstat (locks/lockstat.c): this thread's contention table, allocated on its
+	 * first recorded episode and kept with the record when it is recycled. Only the
+	 * owner writes the table; reports read it under the table's seqcount. */
+	_Atomic(struct kli_ls_table *) lockstat;
 } KL_PADDED;
 
 /* The calling thread's record, or NULL before its first kli_self(). */
