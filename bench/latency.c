@@ -163,9 +163,11 @@ static void measure_pairs(struct lat_opts *o, const struct lockops *ops, unsigne
 	time_pairs(ops->write_lock, ops->write_unlock, k.lock, ts, o->iters / 8);  /* warm */
 	rec_add(o, ops, LM_WRITE, 0, rep,
 		time_pairs(ops->write_lock, ops->write_unlock, k.lock, ts, o->iters));
-	if (ops->read_lock != NULL)
+	if (ops->read_lock != NULL) {
+		time_pairs(ops->read_lock, ops->read_unlock, k.lock, ts, o->iters / 8);  /* warm */
 		rec_add(o, ops, LM_READ, 0, rep,
 			time_pairs(ops->read_lock, ops->read_unlock, k.lock, ts, o->iters));
+	}
 	ts_leave(&k, ts);
 	lat_close(&k);
 }
