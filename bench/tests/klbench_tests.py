@@ -219,7 +219,31 @@ def test_plot(kb):
     return 0
 
 
-TESTS = {"adapters": test_adapters, "busted": test_busted, "output": test_output,
+def test_usage(kb):
+    """Bad input gets exit status 2 and a message that says what is wrong."""
+    _, missing = adapters(kb)
+    cases = [(["run", "-t", "0"], "thread counts"), (["run", "-w", "150"], "percentage"),
+             (["run", "--sample", "3"], "power of two"), (["run", "-c", "0"], "--cs"),
+             (["run", "-l", "no_such_lock"], "unknown lock"), (["run", "-d", "fast"], "duration"),
+             (["run", "-p", "everywhere"], "placement"), (["compare", "-c", "97", "x"], "level"),
+             (["frobnicate"], "unknown command"), (["run", "-t", "1-8*1"], "thread list")]
+    if missing:
+        cases.append((["run", "-l", missing[0]], f"needs {missing[0]}, not built in"))
+    bad = 0
+    for args, words in cases:
+        rc, _, err = klb(kb, *args)
+        ok = rc == 2 and words in err
+        bad += not ok
+        print(f"{'ok' if ok else 'FAIL'}: klbench {' '.join(args)}: exit {rc}: {err.strip()[:90]}")
+    rc, out, _ = klb(kb, "run", "-l", "pthread_mutex", "-t", "1", "-p", "compact,scatter", "-d",
+                     "0.02", "--warmup", "0", "-q", "--no-table", "--csv", "-")
+    places = [r["placement"] for r in rows_of(out)]
+    if rc != 0 or places != ["compact", "scatter"]:
+        bad += fail(f"placements compact,scatter gave {places} (exit {rc})")
+    return 1 if bad else 0
+
+
+TESTS = {"usage": test_usage, "adapters": test_adapters, "busted": test_busted, "output": test_output,
          "latency": test_latency, "scenarios": test_scenarios, "plot": test_plot}
 
 if __name__ == "__main__":
