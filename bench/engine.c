@@ -54,6 +54,7 @@ struct kb_worker {
 	unsigned char *ts;             /* nlocks thread-state buffers */
 	void *cpuset;
 	uint64_t viol;
+	uint64_t retries;              /* optimistic reads repeated in the interval */
 	struct rusage ru0, ru1;
 	bool measured;                 /* saw the measured interval begin */
 	int error;
@@ -179,21 +180,25 @@ static void release(const struct kb_engine *e, const struct kb_target *t, bool w
 		e->runlock(t->lock, t->ts);
 }
 
-/* A seqlock-style read: what a section saw counts only if the lock says it was stable. */
+/*
+ * A seqlock-style read (LOCKOPS_READ_RETRY, the protocol in lockops.h): run the section
+ * until the lock says no writer intervened; only the validated copy is judged, and the
+ * attempts that had to be repeated are the price (retries per read).
+ */
 static void read_optimistic(const struct kb_engine *e, const struct kb_target *t,
-			    struct kb_worker *w)
+			    struct kb_worker *w, bool measuring)
 {
-	for (;;) {
-		uint64_t viol = section_read(t->bucket, e->cfg->cs, e->check_readers);
-		bool again = e->ops->read_retry(t->lock, t->ts);
+	uint64_t viol;
 
-		e->runlock(t->lock, t->ts);
-		if (!again) {
-			w->viol += viol;
-			return;
-		}
+	for (;;) {
 		e->rlock(t->lock, t->ts);
+		viol = section_read(t->bucket, e->cfg->cs, e->check_readers);
+		if (!e->ops->read_retry(t->lock, t->ts))
+			break;
+		w->retries += measuring;
 	}
+	e->runlock(t->lock, t->ts);
+	w->viol += viol;
 }
 
 static void op(struct kb_engine *e, struct kb_worker *w, bool measuring)
@@ -204,6 +209,11 @@ static void op(struct kb_engine *e, struct kb_worker *w, bool measuring)
 	struct kb_target t;
 
 	pick(e, w, &w->rng, &t);
+	if (!write && e->ops->read_retry != NULL) {
+		read_optimistic(e, &t, w, measuring);   /* takes, validates and releases */
+		ST(&w->nread, LD(&w->nread) + 1);
+		return;
+	}
 	if (timed)
 		t0 = kb_now_ns();
 	acquire(e, &t, write);
@@ -212,15 +222,11 @@ static void op(struct kb_engine *e, struct kb_worker *w, bool measuring)
 		dt = dt > e->timer_ns ? dt - e->timer_ns : 0;
 		kb_hist_record(write ? &w->wh : &w->rh, dt);
 	}
-	if (write) {
+	if (write)
 		w->viol += section_write(t.bucket, e->cfg->cs, w->index + 1);
-		release(e, &t, true);
-	} else if (e->ops->read_retry != NULL) {
-		read_optimistic(e, &t, w);   /* releases */
-	} else {
+	else
 		w->viol += section_read(t.bucket, e->cfg->cs, e->check_readers);
-		release(e, &t, false);
-	}
+	release(e, &t, write);
 	if (write)
 		ST(&w->nwrite, LD(&w->nwrite) + 1);
 	else
@@ -468,6 +474,7 @@ static void collect(struct kb_engine *e, struct kb_result *r, const uint64_t *be
 		kb_hist_merge(r->rhist, &w->rh);
 		kb_hist_merge(r->whist, &w->wh);
 		r->violations += w->viol;
+		r->retries += w->retries;
 		if (w->error != 0 && i == 0)
 			fprintf(stderr, "klbench: warning: could not bind threads to CPUs (%s)\n",
 				strerror(w->error));
@@ -475,6 +482,8 @@ static void collect(struct kb_engine *e, struct kb_result *r, const uint64_t *be
 	ops = r->reads + r->writes;
 	r->ops_per_s = (double)ops / r->elapsed;
 	r->wakes_per_acq = ops ? (double)r->vcsw / (double)ops : 0;
+	r->retries_per_read = r->cfg.ops->read_retry && r->reads ? (double)r->retries /
+		(double)r->reads : NAN;
 	r->lock_pct = lock_share(r);
 	fairness(r);
 }

@@ -13,7 +13,8 @@
  *   write: check nobody owns the bucket, mark it ours, bump each counter word (plain
  *          load + store, so a second writer inside loses updates), check we still own it,
  *          clear the owner;
- *   read:  check nobody owns the bucket and that all its counter words are equal;
+ *   read:  check nobody owns the bucket and that all its counter words are equal
+ *          (seqlock-style locks: on the copy the lock validated; see lockops.h);
  * release, then `think` steps of private work. After the run every bucket's counters must
  * equal the writes made to it and the checks must have seen nothing: otherwise the run
  * FAILS (a lock that lost an update is reported, loudly, and klbench exits non-zero).
@@ -77,6 +78,8 @@ struct kb_result {
 	uint64_t vcsw, ivcsw;      /* voluntary / involuntary context switches of the workers */
 	double wakes_per_acq;      /* vcsw / operations: sleeps that ended in a wake-up */
 	double lock_pct;           /* % of worker time inside lock calls (sampled) */
+	uint64_t retries;          /* optimistic (seqlock) read sections run again */
+	double retries_per_read;   /* retries / reads; NAN for locks that never retry */
 	double lockstat_wait_pct;  /* lockstat's "% of time waiting"; NAN when not measured */
 	double lockstat_contended_pct;  /* lockstat: % of acquisitions contended; NAN */
 	uint64_t violations;       /* in-section check failures */

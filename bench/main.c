@@ -276,10 +276,10 @@ static int cmd_run(int argc, char **argv)
 
 static void flag_words(unsigned fl, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s%s%s%s%s%s", fl & LOCKOPS_RW ? "rw " : "excl ",
+	snprintf(buf, len, "%s%s%s%s%s%s%s", fl & LOCKOPS_RW ? "rw " : "excl ",
 		 fl & LOCKOPS_SPIN ? "spin " : "", fl & LOCKOPS_READ_BIASED ? "read-biased " : "",
-		 fl & LOCKOPS_KEYED ? "keyed " : "", fl & LOCKOPS_NO_EXCLUSION ? "no-exclusion " : "",
-		 fl & LOCKOPS_BUSTED ? "BUSTED " : "");
+		 fl & LOCKOPS_READ_RETRY ? "retry " : "", fl & LOCKOPS_KEYED ? "keyed " : "",
+		 fl & LOCKOPS_NO_EXCLUSION ? "no-exclusion " : "", fl & LOCKOPS_BUSTED ? "BUSTED " : "");
 }
 
 static int cmd_list(void)

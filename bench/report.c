@@ -129,9 +129,10 @@ static double g_wake(const struct kb_result *r) { return r->wakes_per_acq; }
 static double g_lock(const struct kb_result *r) { return r->lock_pct; }
 static double g_lkst(const struct kb_result *r) { return r->lockstat_wait_pct; }
 static double g_lkct(const struct kb_result *r) { return r->lockstat_contended_pct; }
+static double g_retry(const struct kb_result *r) { return r->retries_per_read; }
 
 struct kb_cols {
-	bool think, place, table, lockstat;
+	bool think, place, table, lockstat, retry;
 	int lockw;
 };
 
@@ -147,6 +148,7 @@ static void table_cols(const struct kb_results *rs, struct kb_cols *k)
 		k->place |= c->placement != KB_PLACE_NONE;
 		k->table |= c->workload == KB_WL_TABLE;
 		k->lockstat |= c->lockstat;
+		k->retry |= c->ops->read_retry != NULL;
 		if (w > k->lockw)
 			k->lockw = w;
 	}
@@ -166,6 +168,8 @@ static void table_head(FILE *f, const struct kb_cols *k)
 		"lock%");
 	if (k->lockstat)
 		fprintf(f, " %6s %6s", "wait%", "cont%");
+	if (k->retry)
+		fprintf(f, " %8s", "retry/rd");
 	fprintf(f, " %s\n", "check");
 }
 
@@ -207,6 +211,8 @@ static void table_row(FILE *f, const struct kb_results *rs, const struct kb_conf
 	if (k->lockstat)
 		fprintf(f, " %6.2f %6.2f", kb_metric_median(rs, c, g_lkst),
 			kb_metric_median(rs, c, g_lkct));
+	if (k->retry)
+		fprintf(f, " %8.4f", kb_metric_median(rs, c, g_retry));
 	fprintf(f, " %s\n", config_verified(rs, c) ? "ok" : "FAILED");
 }
 
@@ -259,7 +265,8 @@ static void csv_num(FILE *f, double v)
 	"stripes,keys,repeat,elapsed_s,reads,writes,ops_per_s,p50_ns,p99_ns,p999_ns," \
 	"max_ns,read_p50_ns,read_p99_ns,read_p999_ns,write_p50_ns,write_p99_ns," \
 	"write_p999_ns,samples,thr_min,thr_max,fair_ratio,fair_sd_pct,user_s,sys_s,vcsw," \
-	"ivcsw,wakes_per_acq,lock_pct,lockstat_wait_pct,lockstat_contended_pct,verified"
+	"ivcsw,wakes_per_acq,lock_pct,lockstat_wait_pct,lockstat_contended_pct," \
+	"retries_per_read,verified"
 
 static void csv_row(FILE *f, const struct kb_result *r, const char *scenario)
 {
@@ -294,6 +301,7 @@ static void csv_row(FILE *f, const struct kb_result *r, const char *scenario)
 	csv_num(f, r->lock_pct);
 	csv_num(f, r->lockstat_wait_pct);
 	csv_num(f, r->lockstat_contended_pct);
+	csv_num(f, r->retries_per_read);
 	fprintf(f, ",%s\n", r->verified ? "ok" : "FAILED");
 }
 
@@ -392,6 +400,8 @@ static void json_run(FILE *f, const struct kb_result *r)
 	json_num(f, r->lockstat_wait_pct);
 	fputs(", \"lockstat_contended_pct\": ", f);
 	json_num(f, r->lockstat_contended_pct);
+	fputs(", \"retries_per_read\": ", f);
+	json_num(f, r->retries_per_read);
 	fprintf(f, ", \"verified\": %s, \"verify\": ", r->verified ? "true" : "false");
 	kb_json_str(f, r->verify_msg);
 	fputs("}", f);

@@ -27,7 +27,7 @@ CSV_COLUMNS = ("scenario,lock,family,threads,write_pct,cs,think,placement,worklo
                "p999_ns,max_ns,read_p50_ns,read_p99_ns,read_p999_ns,write_p50_ns,"
                "write_p99_ns,write_p999_ns,samples,thr_min,thr_max,fair_ratio,"
                "fair_sd_pct,user_s,sys_s,vcsw,ivcsw,wakes_per_acq,lock_pct,"
-               "lockstat_wait_pct,lockstat_contended_pct,verified").split(",")
+               "lockstat_wait_pct,lockstat_contended_pct,retries_per_read,verified").split(",")
 
 
 def klb(kb, *args, env=None):
