@@ -180,18 +180,30 @@ static void release(const struct kb_engine *e, const struct kb_target *t, bool w
 		e->runlock(t->lock, t->ts);
 }
 
+/* One sampled acquisition that began at t0, net of the clock's own cost. */
+static void record(const struct kb_engine *e, struct kb_hist *h, uint64_t t0)
+{
+	uint64_t dt = kb_now_ns() - t0;
+
+	kb_hist_record(h, dt > e->timer_ns ? dt - e->timer_ns : 0);
+}
+
 /*
  * A seqlock-style read (LOCKOPS_READ_RETRY, the protocol in lockops.h): run the section
  * until the lock says no writer intervened; only the validated copy is judged, and the
  * attempts that had to be repeated are the price (retries per read).
  */
 static void read_optimistic(const struct kb_engine *e, const struct kb_target *t,
-			    struct kb_worker *w, bool measuring)
+			    struct kb_worker *w, bool measuring, bool timed)
 {
-	uint64_t viol;
+	uint64_t viol, t0 = timed ? kb_now_ns() : 0;
 
 	for (;;) {
 		e->rlock(t->lock, t->ts);
+		if (timed) {   /* the first read_lock: it waits while a writer is inside */
+			record(e, &w->rh, t0);
+			timed = false;
+		}
 		viol = section_read(t->bucket, e->cfg->cs, e->check_readers);
 		if (!e->ops->read_retry(t->lock, t->ts))
 			break;
@@ -203,25 +215,22 @@ static void read_optimistic(const struct kb_engine *e, const struct kb_target *t
 
 static void op(struct kb_engine *e, struct kb_worker *w, bool measuring)
 {
-	uint64_t r = next_rand(&w->rng), t0 = 0, dt;
+	uint64_t r = next_rand(&w->rng), t0 = 0;
 	bool write = (r >> (64 - KB_RAND_BITS)) < e->write_thresh;
 	bool timed = measuring && (r & e->sample_mask) == 0;
 	struct kb_target t;
 
 	pick(e, w, &w->rng, &t);
 	if (!write && e->ops->read_retry != NULL) {
-		read_optimistic(e, &t, w, measuring);   /* takes, validates and releases */
+		read_optimistic(e, &t, w, measuring, timed);   /* takes, validates, releases */
 		ST(&w->nread, LD(&w->nread) + 1);
 		return;
 	}
 	if (timed)
 		t0 = kb_now_ns();
 	acquire(e, &t, write);
-	if (timed) {
-		dt = kb_now_ns() - t0;
-		dt = dt > e->timer_ns ? dt - e->timer_ns : 0;
-		kb_hist_record(write ? &w->wh : &w->rh, dt);
-	}
+	if (timed)
+		record(e, write ? &w->wh : &w->rh, t0);
 	if (write)
 		w->viol += section_write(t.bucket, e->cfg->cs, w->index + 1);
 	else

@@ -211,8 +211,10 @@ static void table_row(FILE *f, const struct kb_results *rs, const struct kb_conf
 	if (k->lockstat)
 		fprintf(f, " %6.2f %6.2f", kb_metric_median(rs, c, g_lkst),
 			kb_metric_median(rs, c, g_lkct));
-	if (k->retry)
+	if (k->retry && c->ops->read_retry != NULL)
 		fprintf(f, " %8.4f", kb_metric_median(rs, c, g_retry));
+	else if (k->retry)
+		fprintf(f, " %8s", "-");
 	fprintf(f, " %s\n", config_verified(rs, c) ? "ok" : "FAILED");
 }
 
