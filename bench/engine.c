@@ -532,10 +532,12 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	const struct kb_config *c = e->cfg;
 	struct kb_lockstat ls = { NAN, NAN };
 	uint64_t t0, t1, rd, wr;
+	/* lockstat sees klock's locks only: for the others it would report a false 0% */
+	bool lockstat = c->lockstat && strcmp(c->ops->family, "klock") == 0;
 
 	engine_start(e);
 	kb_sleep_until(kb_now_ns() + (uint64_t)(c->warmup * 1e9));
-	if (c->lockstat)
+	if (lockstat)
 		kb_lockstat_begin();
 	snapshot(e, &rd, &wr, before);
 	t0 = kb_now_ns();
@@ -543,7 +545,7 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	kb_sleep_until(t0 + (uint64_t)(c->duration * 1e9));
 	snapshot(e, &r->reads, &r->writes, r->per_thread);
 	t1 = kb_now_ns();
-	if (c->lockstat)
+	if (lockstat)
 		kb_lockstat_end((double)(t1 - t0) / 1e9 * c->threads,
 				r->reads + r->writes - rd - wr, &ls);
 	atomic_store_explicit(&e->phase, KB_PH_STOP, memory_order_relaxed);

@@ -208,9 +208,14 @@ static void table_row(FILE *f, const struct kb_results *rs, const struct kb_conf
 		p99, p999, fair, kb_metric_median(rs, c, g_fsd), kb_metric_median(rs, c, g_usr),
 		kb_metric_median(rs, c, g_sys), vcsw, kb_metric_median(rs, c, g_wake),
 		kb_metric_median(rs, c, g_lock));
-	if (k->lockstat)
-		fprintf(f, " %6.2f %6.2f", kb_metric_median(rs, c, g_lkst),
-			kb_metric_median(rs, c, g_lkct));
+	if (k->lockstat) {
+		double w = kb_metric_median(rs, c, g_lkst), ct = kb_metric_median(rs, c, g_lkct);
+
+		if (isnan(w))
+			fprintf(f, " %6s %6s", "-", "-");   /* not a klock lock: not instrumented */
+		else
+			fprintf(f, " %6.2f %6.2f", w, ct);
+	}
 	if (k->retry && c->ops->read_retry != NULL)
 		fprintf(f, " %8.4f", kb_metric_median(rs, c, g_retry));
 	else if (k->retry)

@@ -472,34 +472,33 @@ static double ops_at(const struct kb_results *rs, const struct lockops *o, unsig
 	return c ? kb_median_ops(rs, c) : NAN;
 }
 
-/* The reference for "classic rwlock": kl_rwlock if present, else the best classic one. */
-static const struct lockops *classic_ref(const struct kb_sweep *s, const struct kb_results *rs,
-					 unsigned t)
+/*
+ * The reference "classic rwlock": kl_rwlock when built, else pthread_rwlock (what a user
+ * would otherwise pick), else the first classic rwlock of the set.
+ */
+static const struct lockops *classic_ref(const struct kb_sweep *s)
 {
-	const struct lockops *best = NULL;
-	double bv = -1;
+	const struct lockops *first = NULL;
 
-	for (unsigned i = 0; i < s->nlocks; i++) {
+	for (const char *const *n = (const char *const[]){ "kl_rwlock", "pthread_rwlock", NULL };
+	     *n; n++)
+		for (unsigned i = 0; i < s->nlocks; i++)
+			if (strcmp(s->locks[i]->name, *n) == 0)
+				return s->locks[i];
+	for (unsigned i = 0; i < s->nlocks && first == NULL; i++) {
 		const struct lockops *o = s->locks[i];
-		double v = ops_at(rs, o, t, s->write[0]);
 
-		if (strcmp(o->name, "kl_rwlock") == 0)
-			return o;
-		if ((o->flags & (LOCKOPS_READ_BIASED | LOCKOPS_NO_EXCLUSION)) || !(o->flags & LOCKOPS_RW) ||
-		    o->read_retry != NULL)
-			continue;
-		if (v > bv) {
-			bv = v;
-			best = o;
-		}
+		if ((o->flags & LOCKOPS_RW) && !(o->flags & (LOCKOPS_READ_BIASED |
+			LOCKOPS_NO_EXCLUSION | LOCKOPS_READ_RETRY)))
+			first = o;
 	}
-	return best;
+	return first;
 }
 
 static void crossover_points(struct scn_ctx *x, const struct kb_results *rs,
 			     const struct kb_sweep *s, unsigned t)
 {
-	const struct lockops *ref = classic_ref(s, rs, t);
+	const struct lockops *ref = classic_ref(s);
 
 	if (ref == NULL) {
 		say(x, "no classic rwlock in the set: no crossover to report\n");
@@ -734,7 +733,9 @@ static void hashed_summary(struct scn_ctx *x, const struct kb_results *rs,
 	    "%.1f%% -> %.1f%% of the threads' time\n", h ? hl->name : "striping", mx->name,
 	    kb_median_ops(rs, best) / kb_median_ops(rs, g), kb_metric_median(rs, g, g_lockpct),
 	    kb_metric_median(rs, best, g_lockpct));
-	if (g->lockstat)
+	if (g->lockstat && strcmp(mx->family, "klock") != 0)
+		say(x, "lockstat: sees klock's locks only (%s is not instrumented)\n", mx->name);
+	else if (g->lockstat)
 		say(x, "lockstat: %.2f%% of the time waiting -> %.2f%%; contended acquisitions "
 		    "%.2f%% -> %.2f%%\n", kb_metric_median(rs, g, g_lkst),
 		    kb_metric_median(rs, best, g_lkst), kb_metric_median(rs, g, g_lkct),
