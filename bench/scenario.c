@@ -507,22 +507,25 @@ static void crossover_points(struct scn_ctx *x, const struct kb_results *rs,
 	say(x, "\ncrossover against %s (the classic rwlock):\n", ref->name);
 	for (unsigned i = 0; i < s->nlocks; i++) {
 		const struct lockops *o = s->locks[i];
-		unsigned w;
+		int last = -1;
+		bool mixed = false;
 
-		if (o == ref || !(o->flags & LOCKOPS_READ_BIASED || o->read_retry))
+		if (o == ref || !(o->flags & (LOCKOPS_READ_BIASED | LOCKOPS_READ_RETRY)))
 			continue;
-		for (w = 0; w < s->nwrite; w++)
-			if (!(ops_at(rs, o, t, s->write[w]) > ops_at(rs, ref, t, s->write[w])))
-				break;
-		if (w == 0)
-			say(x, "  %-22s never wins (loses already at %g%% writes)\n", o->name,
+		for (unsigned w = 0; w < s->nwrite; w++)
+			if (ops_at(rs, o, t, s->write[w]) > ops_at(rs, ref, t, s->write[w]))
+				last = (int)w;
+		for (int w = 0; w < last; w++)
+			mixed |= !(ops_at(rs, o, t, s->write[w]) > ops_at(rs, ref, t, s->write[w]));
+		if (last < 0)
+			say(x, "  %-22s never wins (loses already at %g%% writes)", o->name,
 			    s->write[0]);
-		else if (w == s->nwrite)
-			say(x, "  %-22s wins at every write share measured (up to %g%%)\n", o->name,
-			    s->write[w - 1]);
+		else if (last == (int)s->nwrite - 1)
+			say(x, "  %-22s still wins at %g%% writes", o->name, s->write[last]);
 		else
-			say(x, "  %-22s wins up to %g%% writes, loses from %g%%: the crossover lies "
-			    "between\n", o->name, s->write[w - 1], s->write[w]);
+			say(x, "  %-22s wins up to %g%% writes, loses from %g%% on: the crossover lies "
+			    "between", o->name, s->write[last], s->write[last + 1]);
+		say(x, "%s\n", mixed ? " (not monotonic below it: noise; rerun with -r 5)" : "");
 	}
 }
 
