@@ -105,15 +105,16 @@ static bool same_series(const struct kb_config *a, const struct kb_config *b, en
 	return kb_config_same(a, &c);
 }
 
+/* The lock's name, plus whatever else varies between series (never the x axis). */
 static void series_title(const struct kb_results *rs, const struct kb_config *c,
-			 char *buf, size_t len)
+			 enum kb_axis x, char *buf, size_t len)
 {
 	bool place = false, write = false, table = false;
 
 	for (size_t i = 0; i < rs->n; i++) {
 		place |= rs->v[i].cfg.placement != c->placement;
-		write |= rs->v[i].cfg.write_pct != c->write_pct;
-		table |= rs->v[i].cfg.stripes != c->stripes;
+		write |= x != KB_AX_WRITE && rs->v[i].cfg.write_pct != c->write_pct;
+		table |= x != KB_AX_STRIPES && rs->v[i].cfg.stripes != c->stripes;
 	}
 	snprintf(buf, len, "%s%s%s", c->ops->name, place ? " " : "",
 		 place ? kb_placement_name(c->placement) : "");
@@ -233,7 +234,7 @@ int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char 
 	for (size_t s = 0; s < n; s++) {
 		const struct kb_config *c = &rs->v[head[s]].cfg;
 
-		series_title(rs, c, name, sizeof(name));
+		series_title(rs, c, x, name, sizeof(name));
 		fprintf(g, "%s$s%zu using ($1 > 0 ? $1 : 0.01):2 with linespoints lw 2 pt %zu "
 			"lc rgb '%s' dt %d title '%s'", s ? ", " : "", s, lock_ordinal(rs, head, s) % 12 + 1,
 			kb_palette[lock_ordinal(rs, head, s) % KB_PALETTE], (int)c->placement + 1, name);
