@@ -11,6 +11,12 @@
 #include <klock/topology.h>
 #include <klock/fence.h>
 #include <klock/lockstat.h>
+#include <klock/names.h>
+#include <klock/ticket.h>
+#include <klock/mcs.h>
+#include <klock/mutex.h>
+#include <klock/cond.h>
+#include <klock/rwlock.h>
 
 KL_BEGIN_DECLS
 
