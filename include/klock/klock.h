@@ -10,6 +10,9 @@
 #include <klock/wait.h>
 #include <klock/topology.h>
 #include <klock/fence.h>
+#include <klock/rmlock.h>
+#include <klock/pcpu_rwsem.h>
+#include <klock/seqlock.h>
 #include <klock/lockstat.h>
 #include <klock/names.h>
 #include <klock/ticket.h>
