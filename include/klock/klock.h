@@ -20,6 +20,7 @@
 #include <klock/mutex.h>
 #include <klock/cond.h>
 #include <klock/rwlock.h>
+#include <klock/hashlock.h>
 
 KL_BEGIN_DECLS
 
