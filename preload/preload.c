@@ -22,8 +22,10 @@
  *   pthread_cond_t    [0,16) kl_cond; [16,20) waiters of the generic path; [36,40) glibc's
  *                     attribute word (__wrefs: bit 0 process-shared, bit 1 MONOTONIC),
  *                     kept with glibc's meaning.
- *   pthread_rwlock_t  [0,40) kl_rwlock; [40,48) the tag, over __pad2 (glibc never writes
- *                     it); [48,52) glibc's __flags (the rwlock kind), kept.
+ *   pthread_rwlock_t  [0,40) kl_rwlock or kl_pcpu_rwsem (KLOCK_RWLOCK=pcpu_rwsem: its
+ *                     per-CPU counters are a heap block it points to); [40,48) the tag,
+ *                     over __pad2 (glibc never writes it); [48,52) glibc's __flags (the
+ *                     rwlock kind), kept; [52,56) kl_pcpu_rwsem's writer (record index).
  *   pthread_spinlock_t  the int itself: a 15/16-bit ticket lock with a marker bit.
  * The fast path checks the tag against one constant (default implementation, default
  * type) and calls the klock lock; everything else takes one out-of-line dispatch.

@@ -21,11 +21,13 @@
  * untracked one, or - undefined in POSIX, tolerated by glibc - another thread's).
  *
  * KLOCK_RWLOCK=pcpu_rwsem puts a kl_pcpu_rwsem there instead (readers touch only their
- * CPU's counter; writers pay a grace period per burst). It has no write trylock and no
- * timed write lock: pthread_rwlock_trywrlock() then always fails with EBUSY, and the
- * timed write locks wait without their deadline (they cannot give up); its timed read
- * locks poll the read trylock. It needs the rwlock's unlock on the locking thread (true
- * of any correct program) and allocates per-CPU counters, freed by destroy.
+ * CPU's counter; writers pay a grace period per burst). It has no timed locks: the timed
+ * variants poll its trylocks, sleeping 1 us doubling to 1 ms between polls (so a timed
+ * writer does not queue: steady readers can starve it until its deadline), and each
+ * failed write try may cost a grace period. It needs the write unlock on the locking
+ * thread (true of any correct program) and allocates per-CPU counters on first use,
+ * freed by destroy (a zero-filled rwlock never destroyed keeps them: one cache line per
+ * possible CPU).
  *
  * Errors, as glibc: EINVAL for a timed call's tv_nsec out of range (checked first, even
  * when the lock is free), EDEADLK for rdlock/wrlock/timed* by the writer, EBUSY for try* that
@@ -180,10 +182,14 @@ static void rw_rdunlock(struct klp_rwlock *rw, uint64_t t)
 		kl_rwlock_read_unlock(&rw->u.rw);
 }
 
-/* kl_pcpu_rwsem's writers cannot try (see the top): a try fails. */
 static bool rw_trywr(struct klp_rwlock *rw, uint64_t t)
 {
-	return !rw_pcpu(t) && kl_rwlock_write_trylock(&rw->u.rw);
+	if (!rw_pcpu(t))
+		return kl_rwlock_write_trylock(&rw->u.rw);
+	if (!kl_pcpu_rwsem_write_trylock(&rw->u.pc))
+		return false;
+	atomic_store_explicit(&rw->writer, rw_me(), memory_order_relaxed);
+	return true;
 }
 
 static void rw_wr(struct klp_rwlock *rw, uint64_t t)
@@ -206,12 +212,13 @@ static void rw_wrunlock(struct klp_rwlock *rw, uint64_t t)
 	kl_pcpu_rwsem_write_unlock(&rw->u.pc);
 }
 
-/* kl_pcpu_rwsem's read side polls its trylock, sleeping a little more each time. */
-static int pcpu_rd_timed(struct klp_rwlock *rw, const struct timespec *mono)
+/* kl_pcpu_rwsem's timed locks poll its trylocks, sleeping a little more each time. */
+static int pcpu_timed(struct klp_rwlock *rw, uint64_t t, bool write,
+		      const struct timespec *mono)
 {
 	int64_t nap = RW_POLL_MIN_NS;
 
-	while (!kl_pcpu_rwsem_read_trylock(&rw->u.pc)) {
+	while (!(write ? rw_trywr(rw, t) : kl_pcpu_rwsem_read_trylock(&rw->u.pc))) {
 		struct timespec ts = { 0, (long)nap };
 
 		if (kli_deadline_passed(mono))
@@ -223,24 +230,19 @@ static int pcpu_rd_timed(struct klp_rwlock *rw, const struct timespec *mono)
 	return 0;
 }
 
-/* A timed acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. A kl_pcpu_rwsem
- * writer cannot give up: it waits without the deadline (see the top). */
+/* A timed acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. */
 static int rw_timed(struct klp_rwlock *rw, uint64_t t, bool write, const struct klp_deadline *d)
 {
 	struct timespec mono;
 	bool last;
 	int err;
 
-	if (write && rw_pcpu(t)) {
-		rw_wr(rw, t);
-		return 0;
-	}
 	for (;;) {
 		err = klp_deadline_slice(d, &mono, &last);
 		if (err != 0)
 			return err;
 		if (rw_pcpu(t))
-			err = pcpu_rd_timed(rw, &mono);
+			err = pcpu_timed(rw, t, write, &mono);
 		else
 			err = write ? kl_rwlock_write_timedlock(&rw->u.rw, &mono)
 				    : kl_rwlock_read_timedlock(&rw->u.rw, &mono);

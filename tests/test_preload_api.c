@@ -22,7 +22,6 @@
 #define HOLD_MS 40
 
 static bool preloaded;
-static bool pcpu_mode; /* KLOCK_RWLOCK=pcpu_rwsem under the preload (its documented limits) */
 
 /* ================================ mutexes ================================================= */
 
@@ -527,13 +526,10 @@ static void r_run(const struct rrow *row, enum rkind k, enum rhow h)
 	clockid_t clock = (row->op == RO_CLOCKRD || row->op == RO_CLOCKWR) ? CLOCK_MONOTONIC
 									 : CLOCK_REALTIME;
 	int64_t t0;
-	int got, raw, extra = 0;
+	int got, extra = 0;
 
 	if (!r_create(&rw, k, h))
 		return;
-	if (pcpu_mode && (row->op == RO_TIMEDWR || row->op == RO_CLOCKWR) &&
-	    row->expect == ETIMEDOUT)
-		return; /* kl_pcpu_rwsem's writers cannot give up: they would wait here */
 	if (row->st == RS_RD_SELF)
 		assert_int_equal(pthread_rwlock_rdlock(&rw), 0);
 	if (row->st == RS_WR_SELF)
@@ -547,9 +543,7 @@ static void r_run(const struct rrow *row, enum rkind k, enum rhow h)
 		assert_int_equal(pthread_create(&rt, NULL, release_later, &rel), 0);
 	}
 	t0 = pt_clock_ns(clock);
-	got = raw = r_op(&rw, row->op);
-	if (pcpu_mode && row->op == RO_TRYWR && got == EBUSY)
-		got = row->expect; /* kl_pcpu_rwsem's writers cannot try: always EBUSY */
+	got = r_op(&rw, row->op);
 	if ((got != (row->expect == BLOCKS ? 0 : row->expect) && got != row->alt) ||
 	    (row->expect == BLOCKS && !atomic_load(&rel.released)))
 		fail_msg("rwlock %s (%s, %s), %s: %s returned %d, expected %d", rk_names[k],
@@ -562,7 +556,7 @@ static void r_run(const struct rrow *row, enum rkind k, enum rhow h)
 		assert_int_equal(pthread_join(holder.t, NULL), 0);
 		assert_int_equal(holder.fin_ret, 0);
 	}
-	if (raw == 0 && row->op != RO_UNLOCK && row->op != RO_DESTROY)
+	if (got == 0 && row->op != RO_UNLOCK && row->op != RO_DESTROY)
 		extra++;
 	if ((row->st == RS_RD_SELF || row->st == RS_WR_SELF) && row->op != RO_UNLOCK)
 		extra++;
@@ -709,6 +703,5 @@ int main(void)
 	};
 
 	preloaded = pt_preloaded();
-	pcpu_mode = preloaded && getenv_is("KLOCK_RWLOCK", "pcpu_rwsem");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
