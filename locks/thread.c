@@ -83,6 +83,22 @@ static void key_init(void)
 static struct kli_thread *slab_next;
 static unsigned slab_left;
 
+/* LeakSanitizer does not scan mmap()ed memory, and records hold the only pointers to
+ * per-thread data (lockstat's tables): sanitizer builds register each slab as a root. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SLAB_LSAN_ROOT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define SLAB_LSAN_ROOT 1
+#endif
+#endif
+#ifndef SLAB_LSAN_ROOT
+#define SLAB_LSAN_ROOT 0
+#endif
+#if SLAB_LSAN_ROOT
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /* A zeroed record from a slab (mmap memory is zero and KL_ARCH_PAD-aligned). Caller holds
  * free_lock. */
 static struct kli_thread *slab_take(void)
@@ -99,6 +115,9 @@ static struct kli_thread *slab_take(void)
 			}
 			abort();
 		}
+#if SLAB_LSAN_ROOT
+		__lsan_register_root_region(p, SLAB_RECORDS * sizeof(struct kli_thread));
+#endif
 		slab_next = p;
 		slab_left = SLAB_RECORDS;
 	}
