@@ -12,26 +12,34 @@
  * State:
  *   tail          0 = free; else the last queued node (the holder's, when alone)
  *   node.next     the successor's node, written by the successor once it has linked in
- *   node.locked   MCS_WAITING; MCS_NEXT (awake, right behind the holder); MCS_SLEEPING
- *                 (gave up spinning and sleeps on this word: whoever changes it must
- *                 kl_wake() it); MCS_GRANTED (set by the predecessor: the lock is ours);
- *                 MCS_HOLDER (we took it uncontended). A successor reads GRANTED/HOLDER/NEXT
- *                 in its predecessor's node as "I am within two places of the lock: stay
- *                 awake" - a hint: correctness never rests on it
+ *   node.locked   MCS_WAITING (far back); MCS_NEAR (second behind the holder: stay
+ *                 awake); MCS_NEXT (right behind the holder); MCS_SLEEPING (gave up
+ *                 spinning and sleeps on this word: whoever changes it must kl_wake() it);
+ *                 MCS_GRANTED (set by the predecessor: the lock is ours); MCS_HOLDER (we
+ *                 took it uncontended). NEAR and NEXT are hints (correctness never rests on
+ *                 them): the waiter writes them itself before it links in, from what it
+ *                 read in its predecessor's node; afterwards only the predecessor promotes
+ *                 it, when it becomes next (-> NEAR) or is granted the lock (-> NEXT)
  *   holder        debug builds only (locks/lockdebug.h)
- * Invariant: the nodes from the holder's to tail form the FIFO of waiters, except for a
+ * Invariants: the nodes from the holder's to tail form the FIFO of waiters, except for a
  * successor between its exchange and its link store (C2): the holder's unlock waits for it.
+ * A waiter reads its predecessor's node only before C2 (the predecessor cannot hand over,
+ * return from unlock and free its node before it sees the link); after C2 it reads and
+ * writes only its own node, and the predecessor writes into it. So a node is the caller's
+ * again as soon as kl_mcs_unlock() returns (it may be freed at once).
  *
  * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
  * runs, and spinning waiters burn the CPU the holder needs. So, as in the ticket lock
  * (TWA): the two waiters right behind the holder stay awake - they spin, then yield;
  * waiters further back spin briefly, then sleep on their own node's flag (a futex word
- * only they and their predecessor touch). A waiter that becomes next in line marks its
- * node NEXT and wakes its own successor if it sleeps: the wake-up pipeline runs one place
- * ahead of the lock and off its critical path (the waker is a spinner, not the holder).
- * The hand-over also wakes a successor that still sleeps. Directed wake-ups only, never a
- * herd; a thread only ever touches its successor's node, which cannot go away before it
- * is granted. The holder's unlock, waiting for a successor to link in, polls, then yields.
+ * only they and their predecessor touch). A waiter promoted to NEXT promotes its own
+ * successor to NEAR, waking it if it sleeps: the wake-up pipeline runs one place ahead of
+ * the lock and mostly off its critical path. The hand-over also wakes a successor that
+ * still sleeps. Directed wake-ups only, never a herd; a thread only ever touches its
+ * successor's node, which cannot go away before it is granted. The holder's unlock,
+ * waiting for a successor to link in, polls, then yields. (Until 2026-11 a waiter polled
+ * its predecessor's node to learn that it had become next: a read of a node whose owner
+ * may already have unlocked and freed it, which ASan caught in klbench.)
  *
  * Memory ordering:
  *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
@@ -69,38 +77,37 @@
 #define MCS_SLEEPING 2u
 #define MCS_HOLDER 3u
 #define MCS_NEXT 4u
+#define MCS_NEAR 5u
 
-/* @prev's state: does its thread hold the lock (we are next)? A hint. */
-static bool mcs_holds(uint32_t v)
+/* A node's value seen by the thread queued right behind it: where does that put us? Read
+ * only before we link in (see the invariants). */
+static uint32_t mcs_rank_behind(uint32_t prev)
 {
-	return v == MCS_GRANTED || v == MCS_HOLDER;
+	if (prev == MCS_GRANTED || prev == MCS_HOLDER)
+		return MCS_NEXT;
+	return prev == MCS_NEXT ? MCS_NEAR : MCS_WAITING;
 }
 
-/* Our successor sleeps: wake it (it is now within two places of the lock). Only our
- * successor's node is ours to touch: it cannot leave before we grant it. */
-static void mcs_prewake(struct kl_mcs_node *n)
+/* Tells our successor, if it has linked in, that it moved up to @to (MCS_NEAR or
+ * MCS_NEXT), waking it if it sleeps. Only our successor's node is ours to touch: it
+ * cannot be granted, so cannot leave, before we are done. A successor still linking in
+ * reads our own state instead (mcs_rank_behind); one that misses both only loses the hint. */
+static void mcs_promote(struct kl_mcs_node *n, uint32_t to)
 {
 	struct kl_mcs_node *next = (struct kl_mcs_node *)atomic_load_explicit(
 		&n->next, memory_order_acquire); /* C6 */
-	uint32_t v = MCS_SLEEPING;
+	uint32_t v;
 
-	if (next != NULL &&
-	    atomic_compare_exchange_strong_explicit(&next->locked, &v, MCS_WAITING,
-						    memory_order_relaxed, memory_order_relaxed))
+	if (next == NULL)
+		return;
+	v = atomic_load_explicit(&next->locked, memory_order_relaxed);
+	do {
+		if (v == to || v == MCS_NEXT || v == MCS_GRANTED)
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(&next->locked, &v, to,
+							memory_order_relaxed, memory_order_relaxed));
+	if (v == MCS_SLEEPING)
 		kl_wake(&next->locked, 1);
-}
-
-/* We just became next in line: say so (our successor stays awake) and wake it. False if
- * the lock was granted meanwhile. */
-static bool mcs_become_next(struct kl_mcs_node *n)
-{
-	uint32_t v = MCS_WAITING;
-
-	if (!atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_NEXT,
-						     memory_order_relaxed, memory_order_relaxed))
-		return false;
-	mcs_prewake(n);
-	return true;
 }
 /* What kl_mcs_destroy() leaves in tail: not a node address (odd). */
 #define MCS_POISON ((uintptr_t)0xdeadbeefu)
@@ -116,21 +123,14 @@ static void mcs_node_init(struct kl_mcs_node *n)
 	atomic_store_explicit(&n->locked, 0, memory_order_relaxed);
 }
 
-/* The lock is granted when our flag reads GRANTED (C4). */
-static bool mcs_granted(struct kl_mcs_node *n)
-{
-	return atomic_load_explicit(&n->locked, memory_order_acquire) == MCS_GRANTED; /* C4 */
-}
-
-/* Budget spent, not yet granted: yield if we are near the lock, else sleep on our flag. */
-static void mcs_pause(struct kl_mcs_node *n, struct kl_mcs_node *prev, bool next,
-		      struct kli_wait *w)
+/* Budget spent, not yet granted: yield if we are near the lock, else sleep on our flag
+ * (unless a promotion or the grant changed it meanwhile). */
+static void mcs_pause(struct kl_mcs_node *n, bool near, struct kli_wait *w)
 {
 	uint32_t v = MCS_WAITING;
-	uint32_t p = atomic_load_explicit(&prev->locked, memory_order_relaxed);
 
-	if (next || mcs_holds(p) || p == MCS_NEXT) {
-		kli_yield(); /* near the lock: stay awake, give a preempted holder our CPU */
+	if (near) {
+		kli_yield(); /* stay awake, give a preempted holder our CPU */
 		return;
 	}
 	if (atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
@@ -145,26 +145,35 @@ static void mcs_pause(struct kl_mcs_node *n, struct kl_mcs_node *prev, bool next
 static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 				 struct kl_mcs_node *prev, const void *site)
 {
+	/* Our last read of @prev: it stays alive until it has seen our link (C2). */
+	uint32_t rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
 	struct kli_wait w;
 	struct kli_spin s;
-	bool next = false;
+	uint32_t v;
 
 	kli_wait_begin(&w);
 	kli_wait_spin(&w);
+	atomic_store_explicit(&n->locked, rank, memory_order_relaxed); /* nobody else writes it yet */
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
 	atomic_store_explicit(&prev->next, (uintptr_t)n, memory_order_release);
-	kli_spin_start(&s, MCS_QUEUE_SPIN_NS);
-	while (!mcs_granted(n)) {
-		if (!next && mcs_holds(atomic_load_explicit(&prev->locked, memory_order_relaxed))) {
-			next = mcs_become_next(n);
+	if (rank == MCS_NEXT)
+		mcs_promote(n, MCS_NEAR);
+	kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
+	/* C4: acquire, pairs with C5 in the predecessor's hand-over. */
+	while ((v = atomic_load_explicit(&n->locked, memory_order_acquire)) != MCS_GRANTED) {
+		if ((v == MCS_NEXT || v == MCS_NEAR) && v != rank) { /* promoted */
+			rank = v;
+			if (rank == MCS_NEXT)
+				mcs_promote(n, MCS_NEAR);
 			kli_spin_start(&s, MCS_SPIN_NS);
 		}
 		if (kli_spin_poll(&s))
 			continue;
-		mcs_pause(n, prev, next, &w);
-		kli_spin_start(&s, next ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
+		mcs_pause(n, rank != MCS_WAITING, &w);
+		kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
 	}
 	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
+	mcs_promote(n, MCS_NEXT); /* we hold the lock: our successor is next */
 }
 
 void kl_mcs_init(struct kl_mcs *l)

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_mcs.c - kl_mcs: exclusion, FIFO hand-over, trylock, misuse (debug builds). */
 #include <klock/mcs.h>
+#include <sys/mman.h>
+#include <sched.h>
+#include <unistd.h>
 #include "kltest.h"
 #include "kl_internal.h"
 
@@ -57,6 +60,47 @@ static void test_mcs_excludes_under_contention(void **state)
 	assert_int_equal(counter, iters * NTHREADS * BUMPS);
 	assert_false(kl_mcs_is_locked(&ml));
 	kl_mcs_destroy(&ml);
+}
+
+/* ---- a waiter never touches its predecessor's node once it has linked in ------------- */
+/* The caller may free or reuse a node as soon as its unlock returns, so a waiter must not
+ * read its predecessor's node after that. The lock gives a stronger guarantee, which is
+ * testable without a race: once a waiter has linked in behind the holder's node, only the
+ * holder touches that node. The holder's node lives alone in a page made inaccessible
+ * while the waiter waits (spinning, then sleeping); a read of it would fault. */
+static void *linked_waiter(void *arg)
+{
+	struct kl_mcs_node node;
+
+	(void)arg;
+	kl_mcs_lock(&ml, &node);
+	guarded_bump();
+	kl_mcs_unlock(&ml, &node);
+	return NULL;
+}
+
+static void test_mcs_waiter_never_reads_its_predecessors_node(void **state)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct kl_mcs_node *holder = p;
+	pthread_t t;
+
+	assert_true(p != MAP_FAILED);
+	kl_mcs_init(&ml);
+	counter = 0;
+	kl_mcs_lock(&ml, holder);
+	assert_int_equal(pthread_create(&t, NULL, linked_waiter, NULL), 0);
+	while (atomic_load(&holder->next) == 0) /* the waiter has linked in */
+		sched_yield();
+	assert_int_equal(mprotect(p, page, PROT_NONE), 0);
+	klt_sleep_ms(20); /* past its spin budget: it pauses and sleeps */
+	assert_int_equal(mprotect(p, page, PROT_READ | PROT_WRITE), 0);
+	kl_mcs_unlock(&ml, holder);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(counter, BUMPS);
+	kl_mcs_destroy(&ml);
+	munmap(p, page);
 }
 
 /* ---- FIFO: the queue is served in the order nodes were appended ---------------------- */
@@ -188,6 +232,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mcs_excludes_under_contention),
+		cmocka_unit_test(test_mcs_waiter_never_reads_its_predecessors_node),
 		cmocka_unit_test(test_mcs_serves_in_arrival_order_waking_sleepers),
 		cmocka_unit_test(test_mcs_trylock_fails_while_held),
 		cmocka_unit_test(test_mcs_static_initializer_works),
