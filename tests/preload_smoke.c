@@ -8,7 +8,8 @@
  *   preload-smoke [threads [iterations]]
  */
 #include <pthread.h>
-#include <semaphore.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,7 +27,7 @@ static pthread_rwlock_t table = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_spinlock_t spin;
 static long counter, rounds, table_value, spun;
 static long iters = DEFAULT_ITERS;
-static sem_t start;
+static atomic_int arrived, nthreads;
 
 void smoke_bump(void);
 void *smoke_worker(void *arg);
@@ -48,8 +49,11 @@ void *smoke_worker(void *arg)
 {
 	long id = (long)arg, seen = 0;
 
-	while (sem_wait(&start) != 0)
-		;
+	/* All start together, so they do collide even on a busy machine: wait (yielding)
+	 * until every worker is running. */
+	atomic_fetch_add(&arrived, 1);
+	while (atomic_load(&arrived) < atomic_load(&nthreads))
+		sched_yield();
 	for (long i = 0; i < iters; i++) {
 		smoke_bump();
 		if (i % 64 == 0) {
@@ -83,12 +87,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
-	sem_init(&start, 0, 0);
+	atomic_store(&nthreads, n);
 	for (long i = 0; i < n; i++)
 		if (pthread_create(&t[i], NULL, smoke_worker, (void *)i) != 0)
 			return 1;
-	for (int i = 0; i < n; i++) /* all start together */
-		sem_post(&start);
 	for (int i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
 	printf("smoke ok counter=%ld rounds=%ld spun=%ld table=%ld\n", counter, rounds, spun,
