@@ -13,6 +13,7 @@
  *   lockstat         slow-path episodes (kli_lockstat_record), locks/lockstat.c.
  */
 #include "hooks.h"
+#include "witness_impl.h"
 
 #if KLOCK_TSAN
 #include <sanitizer/tsan_interface.h>
@@ -60,6 +61,9 @@ void kli_instr_acquire(const void *lock, enum kli_kind kind, unsigned flags, con
 #if KLOCK_TSAN
 	__tsan_mutex_pre_lock((void *)lock, tsan_op_flags(flags & ~KLI_HF_FAILED));
 #endif
+#if KLOCK_WITNESS
+	kli_witness_acquire(lock, kind, flags, site);
+#endif
 	(void)lock, (void)flags;
 }
 
@@ -73,12 +77,19 @@ void kli_instr_acquired(const void *lock, enum kli_kind kind, unsigned flags, co
 	if (!(flags & KLI_HF_FAILED))
 		ANNOTATE_RWLOCK_ACQUIRED(lock, !(flags & KLI_HF_READ));
 #endif
+#if KLOCK_WITNESS
+	if (!(flags & KLI_HF_FAILED))
+		kli_witness_acquired(lock, kind, flags, site);
+#endif
 	(void)lock, (void)flags;
 }
 
 void kli_instr_release(const void *lock, enum kli_kind kind, unsigned flags, const void *site)
 {
 	(void)kind, (void)site;
+#if KLOCK_WITNESS
+	kli_witness_release(lock, kind, flags, site);
+#endif
 #if KLOCK_VALGRIND_ANNOTATE
 	ANNOTATE_RWLOCK_RELEASED(lock, !(flags & KLI_HF_READ));
 #endif
@@ -107,12 +118,18 @@ void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags)
 #if KLOCK_VALGRIND_ANNOTATE
 	ANNOTATE_RWLOCK_CREATE(lock);
 #endif
+#if KLOCK_WITNESS
+	kli_witness_created(lock, kind, flags);
+#endif
 	(void)lock, (void)kind, (void)flags;
 }
 
 void kli_instr_destroyed(const void *lock, enum kli_kind kind)
 {
 	(void)kind;
+#if KLOCK_WITNESS
+	kli_witness_destroyed(lock, kind); /* before the name is forgotten: reports use it */
+#endif
 #if KLOCK_TSAN
 	__tsan_mutex_destroy((void *)lock, 0);
 #endif

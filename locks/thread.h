@@ -21,6 +21,8 @@
 
 #include "kl_internal.h"
 
+struct kli_witness_thread;
+
 struct kli_thread {
 	/* -- parking lot (locks/park.c); all fields under the bucket lock but park_state */
 	_Atomic uint32_t park_state;    /* futex word: KLI_PARK_WAITING while queued */
@@ -36,6 +38,11 @@ struct kli_thread {
 	_Atomic bool live;              /* a running thread owns this record */
 	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
 	pid_t tid;                      /* kernel thread id of the current owner */
+
+	/* -- witness (locks/witness.c, -Dwitness=true only): the held-lock stack, allocated
+	 *    on the thread's first acquisition and kept with the record when it is recycled
+	 *    (the exit hook empties it). Other threads read it only to describe a report. */
+	_Atomic(struct kli_witness_thread *) witness;
 } KL_PADDED;
 
 /* The calling thread's record, or NULL before its first kli_self(). */
