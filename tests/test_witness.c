@@ -395,12 +395,15 @@ static void run_case(const char *name, const char *mode)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		char *argv[] = { "test_witness", CASE_ARG, (char *)name, NULL };
+		char self[4096];
+		ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
 		dup2(fds[1], STDERR_FILENO);
 		dup2(fds[1], STDOUT_FILENO);
 		close(fds[0]);
 		setenv("KLOCK_WITNESS", mode, 1);
-		execv("/proc/self/exe", argv);
+		self[k > 0 ? k : 0] = '\0';
+		execv(self, argv); /* not "/proc/self/exe": under valgrind that is the tool */
 		_exit(127);
 	}
 	close(fds[1]);
