@@ -241,6 +241,9 @@ int kt_spawn(struct kt_slot *s)
 	int e;
 
 	s->lifetime = CHURN_LIFE_MIN + (long)(kt_rand(s) % CHURN_LIFE_SPAN);
+	/* A new thread gets fresh, zero-filled adapter state (lockops.h: the previous
+	 * incarnation's thread_leave may have retired what it held). */
+	memset(s->ts, 0, s->run->ops->tsize);
 	atomic_store(&s->exited, false);
 	atomic_store(&s->tid, 0);
 	kt_slot_set(s, KT_S_STARTING, NULL);
