@@ -264,6 +264,20 @@ static void print_extras(const struct kt_run *r)
 	       atomic_load(&r->signals_sent));
 }
 
+/* KLTORTURE_TALLY=FILE: one line per lock run appended to FILE, for CI's closing tally. */
+static void tally(const struct lockops *o, long acq, long v)
+{
+	const char *path = getenv("KLTORTURE_TALLY");
+	FILE *f;
+
+	if (path == NULL || (f = fopen(path, "a")) == NULL)
+		return;
+	fprintf(f, "lock=%s family=%s acquisitions=%ld violations=%ld result=%s expect=%s\n",
+		o->name, o->family, acq, v < 0 ? 0 : v, v == 0 ? "SUCCESS" : "FAILURE",
+		(o->flags & LOCKOPS_BUSTED) ? "FAILURE" : "SUCCESS");
+	fclose(f);
+}
+
 /* Tortures one lock; returns its violations (-1: could not even start). */
 static long torture_one(const struct lockops *o, const struct kt_config *c, long *acq)
 {
@@ -275,6 +289,7 @@ static long torture_one(const struct lockops *o, const struct kt_config *c, long
 	print_header(&r);
 	if (e != 0) {
 		printf("!!! %s: init failed: %s\nEnd of test: FAILURE\n", o->name, strerror(e));
+		tally(o, 0, -1);
 		return -1;
 	}
 	fflush(stdout);
@@ -289,6 +304,7 @@ static long torture_one(const struct lockops *o, const struct kt_config *c, long
 	printf("End of test: %s\n", v == 0 ? "SUCCESS" : "FAILURE");
 	fflush(stdout);
 	*acq = w.total + rd.total;
+	tally(o, *acq, v);
 	teardown_run(&r);
 	return v;
 }
