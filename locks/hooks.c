@@ -10,9 +10,12 @@
  *                    membarrier) TSan could not follow on its own.
  *   valgrind         helgrind/DRD ANNOTATE_RWLOCK_* (-Dvalgrind=enabled).
  *   witness          lock-order checker (-Dwitness=true), locks/witness.c.
- *   lockstat         slow-path episodes (kli_lockstat_record), locks/lockstat.c.
+ *   lockstat         slow-path episodes (kli_lockstat_record, called from kli_wait_end),
+ *                    and with -Dlockstat_hold=true every acquisition and hold time
+ *                    (kli_lockstat_acquired/release below), locks/lockstat.c.
  */
 #include "hooks.h"
+#include "lockstat_impl.h"
 #include "witness_impl.h"
 
 #if KLOCK_TSAN
@@ -81,6 +84,9 @@ void kli_instr_acquired(const void *lock, enum kli_kind kind, unsigned flags, co
 	if (!(flags & KLI_HF_FAILED))
 		kli_witness_acquired(lock, kind, flags, site);
 #endif
+#if KLOCK_LOCKSTAT_HOLD
+	kli_lockstat_acquired(lock, kind, flags, site);
+#endif
 	(void)lock, (void)flags;
 }
 
@@ -95,6 +101,9 @@ void kli_instr_release(const void *lock, enum kli_kind kind, unsigned flags, con
 #endif
 #if KLOCK_TSAN
 	__tsan_mutex_pre_unlock((void *)lock, (flags & KLI_HF_READ) ? __tsan_mutex_read_lock : 0);
+#endif
+#if KLOCK_LOCKSTAT_HOLD
+	kli_lockstat_release(lock, kind, flags);
 #endif
 	(void)lock, (void)flags;
 }
@@ -137,14 +146,4 @@ void kli_instr_destroyed(const void *lock, enum kli_kind kind)
 	ANNOTATE_RWLOCK_DESTROY(lock);
 #endif
 	kli_lock_forget(lock);
-}
-
-/* lockstat's switch and recorder. Until locks/lockstat.c (the lockstat issue) provides
- * kl_lockstat_start(), nothing can turn the switch on, so the recorder is unreachable. */
-_Atomic bool kli_lockstat_on;
-
-void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_kind kind,
-			 unsigned flags, const void *site)
-{
-	(void)w, (void)lock, (void)kind, (void)flags, (void)site;
 }

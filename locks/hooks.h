@@ -19,8 +19,9 @@
  *                                               pre_unlock, valgrind RELEASED)
  *   kli_hook_released(lock, kind, flags)        after releasing (TSan post_unlock)
  *
- * SLOW-PATH events (only once the fast path failed) - always compiled; with lockstat off
- * each costs one load of a read-mostly flag and a predicted branch. A slow path brackets
+ * SLOW-PATH events (only once the fast path failed) - compiled unless -Dlockstat=false
+ * (KLOCK_LOCKSTAT 0: empty); with lockstat compiled in but not recording, each costs one
+ * load of a read-mostly flag and a predicted branch. A slow path brackets
  * its episode with a struct kli_wait on its stack:
  *   kli_wait_begin(&w)        the fast path failed (lockstat: start the wait clock)
  *   kli_wait_spin(&w)         entering a spin phase
@@ -33,15 +34,23 @@
  * first use of a statically initialised lock, where the primitive can tell), and
  * kli_hook_destroyed(lock, kind) in destroy (also forgets the lock's name).
  *
- * `site` is the caller of the public API function: pass __builtin_return_address(0) from
- * the exported function (the fast path) down to the slow path. It keys lockstat's rows and
- * names the culprit in witness and debug reports.
+ * `site` is the caller of the public API function: pass KLI_SITE() (the return address)
+ * from the exported function (the fast path) down to the slow path. It keys lockstat's
+ * rows and names the culprit in witness and debug reports. Write KLI_SITE() at each use -
+ * in the slow-path call's arguments and in each hook call - not into a variable at the top
+ * of the function: the compiler will not sink that stack load past the fast path's atomic,
+ * so the uncontended path would execute one more instruction whenever a slow path uses
+ * the site (measured: tests/lockstat_callgrind.sh, docs/lockstat.md).
  */
 #ifndef KL_HOOKS_H
 #define KL_HOOKS_H
 
 #include "kl_internal.h"
 #include "names_impl.h"
+
+/* The call site for hooks: the return address into the caller of the function that
+ * expands it (use it only in the exported entry point; evaluate it where it is used). */
+#define KLI_SITE() ((const void *)__builtin_return_address(0))
 
 /* What kind of lock an event is about (report sections, witness rules). */
 enum kli_kind {
@@ -136,23 +145,36 @@ static inline void kli_hook_destroyed(const void *lock, enum kli_kind kind)
 
 /* ---- slow-path episodes -------------------------------------------------------------- */
 
-/* One slow-path episode, on the waiter's stack. */
+/*
+ * One slow-path episode, on the waiter's stack. Times are kl_arch_cycles() ticks (rdtsc,
+ * cntvct_el0, or CLOCK_MONOTONIC ns on the generic backend: 2-3x cheaper than a
+ * clock_gettime), converted to nanoseconds once, when lockstat records the episode (as
+ * NetBSD lockstat converts cycle counts). The first phase starts at t_begin without a
+ * second clock read, so an episode costs two reads plus one per further phase change.
+ */
 struct kli_wait {
-	uint64_t t_begin;   /* kli_now_ns() at kli_wait_begin(); 0 when lockstat was off */
-	uint64_t t_mark;    /* start of the current phase */
-	uint64_t spin_ns;   /* time spent in spin phases */
-	uint64_t sleep_ns;  /* time spent asleep */
-	uint32_t nspin;     /* spin phases entered */
-	uint32_t nsleep;    /* sleeps */
-	uint8_t phase;      /* KLI_PHASE_* */
+	uint64_t t_begin;     /* ticks at kli_wait_begin(); 0 when lockstat was off */
+	uint64_t t_mark;      /* start of the current phase (ticks) */
+	uint64_t spin_ticks;  /* time spent in spin phases */
+	uint64_t sleep_ticks; /* time spent asleep */
+	uint32_t nspin;       /* spin phases entered */
+	uint32_t nsleep;      /* sleeps */
+	uint8_t phase;        /* KLI_PHASE_* */
 };
 
 enum { KLI_PHASE_NONE, KLI_PHASE_SPIN, KLI_PHASE_SLEEP };
 
-/* True while lockstat is recording (kl_lockstat_start()); read on slow paths only. */
-extern _Atomic bool kli_lockstat_on;
+#if KLOCK_LOCKSTAT
+/* lockstat's switch (locks/lockstat.c), read on slow paths only. Read-mostly: written
+ * only by kl_lockstat_start/stop/reset, and alone in its false-sharing unit, so reading
+ * it never misses on a line that something else writes. */
+struct kli_lockstat_switch {
+	_Atomic bool on;         /* recording (kl_lockstat_start()) */
+	_Atomic uint32_t gen;    /* data generation, bumped by kl_lockstat_reset() */
+} KL_PADDED;
+extern struct kli_lockstat_switch kli_lockstat;
 
-/* Records a finished episode (lockstat; only called when w->t_begin != 0). */
+/* Records a finished episode (locks/lockstat.c; only called when w->t_begin != 0). */
 void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_kind kind,
 			 unsigned flags, const void *site);
 
@@ -161,25 +183,30 @@ static inline void kli_wait_begin(struct kli_wait *w)
 	w->t_begin = 0;
 	w->phase = KLI_PHASE_NONE;
 	w->nspin = w->nsleep = 0;
-	w->spin_ns = w->sleep_ns = 0;
-	if (kl_unlikely(atomic_load_explicit(&kli_lockstat_on, memory_order_relaxed)))
-		w->t_begin = w->t_mark = kli_now_ns();
+	w->spin_ticks = w->sleep_ticks = 0;
+	if (kl_unlikely(atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)))
+		w->t_begin = w->t_mark = kl_arch_cycles();
 }
 
 /* Charges the time since the last mark to the phase that is ending. */
 static inline void kli_wait_phase(struct kli_wait *w, uint8_t next)
 {
-	uint64_t now;
+	uint64_t now, d;
 
 	if (kl_likely(w->t_begin == 0))
 		return;
-	now = kli_now_ns();
-	if (w->phase == KLI_PHASE_SPIN)
-		w->spin_ns += now - w->t_mark;
-	else if (w->phase == KLI_PHASE_SLEEP)
-		w->sleep_ns += now - w->t_mark;
 	w->nspin += next == KLI_PHASE_SPIN;
 	w->nsleep += next == KLI_PHASE_SLEEP;
+	if (w->phase == KLI_PHASE_NONE && next != KLI_PHASE_NONE) {
+		w->phase = next;   /* the first phase starts at t_begin: no clock read */
+		return;
+	}
+	now = kl_arch_cycles();
+	d = now > w->t_mark ? now - w->t_mark : 0;   /* a migration may see a lower count */
+	if (w->phase == KLI_PHASE_SPIN)
+		w->spin_ticks += d;
+	else if (w->phase == KLI_PHASE_SLEEP)
+		w->sleep_ticks += d;
 	w->phase = next;
 	w->t_mark = now;
 }
@@ -203,5 +230,30 @@ static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_k
 	kli_wait_phase(w, KLI_PHASE_NONE);
 	kli_lockstat_record(w, lock, kind, flags, site);
 }
+
+#else /* !KLOCK_LOCKSTAT */
+/* -Dlockstat=false: the episode brackets compile to nothing, so a slow path is exactly
+ * what it would be without the seam (tests/lockstat_callgrind.sh compares the two). */
+static inline void kli_wait_begin(struct kli_wait *w)
+{
+	(void)w;
+}
+
+static inline void kli_wait_spin(struct kli_wait *w)
+{
+	(void)w;
+}
+
+static inline void kli_wait_sleep(struct kli_wait *w)
+{
+	(void)w;
+}
+
+static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_kind kind,
+				unsigned flags, const void *site)
+{
+	(void)w, (void)lock, (void)kind, (void)flags, (void)site;
+}
+#endif /* KLOCK_LOCKSTAT */
 
 #endif /* KL_HOOKS_H */

@@ -16,6 +16,7 @@
 #include "kl_internal.h"
 #include "cpu.h"
 #include "fence_impl.h"
+#include "lockstat_impl.h"
 #include "spin.h"
 
 static pthread_once_t kli_init_once = PTHREAD_ONCE_INIT;
@@ -25,6 +26,7 @@ static void kli_init_body(void)
 	kli_fence_init();
 	kli_cpu_init();
 	kli_spin_init();
+	kli_lockstat_init();   /* last: KLOCK_LOCKSTAT=1 starts recording */
 }
 
 void kli_init(void)

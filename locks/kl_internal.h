@@ -80,8 +80,13 @@ uint64_t kli_cycles_to_ns(uint64_t cycles);
 void kli_report(const char *what, const char *kind, const void *lock, const void *caller,
 		const char *detail);
 
-/* Format "sym+0xoff (object)" for a code address into buf (dladdr based). */
+/* Format "sym+0xoff (object)" for a code address into buf (dladdr, then .symtab). */
 void kli_symbolize(const void *addr, char *buf, size_t len);
+
+/* The function containing @addr from its object's ELF .symtab (static functions, an
+ * executable's own functions: what dladdr cannot name). Name into @name, offset into
+ * *@off. False if the object is stripped or not ELF. Report-time only (locks/symtab.c). */
+bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off);
 
 /* Number of reports made so far (tests count them). */
 unsigned long kli_report_count(void);

@@ -20,11 +20,15 @@
 
 /* Longest report line, including the symbolised caller. */
 #define REPORT_MAX 512
+/* Longest symbol name taken from a .symtab. */
+#define REPORT_SYM_MAX 128
 
 static _Atomic unsigned long report_count;
 
 void kli_symbolize(const void *addr, char *buf, size_t len)
 {
+	char sym[REPORT_SYM_MAX];
+	uintptr_t off;
 	Dl_info info;
 
 	if (addr == NULL) {
@@ -34,6 +38,9 @@ void kli_symbolize(const void *addr, char *buf, size_t len)
 	if (dladdr(addr, &info) != 0 && info.dli_sname != NULL) {
 		snprintf(buf, len, "%s+0x%lx (%s)", info.dli_sname,
 			 (unsigned long)((const char *)addr - (const char *)info.dli_saddr),
+			 info.dli_fname != NULL ? info.dli_fname : "?");
+	} else if (dladdr(addr, &info) != 0 && kli_symtab_lookup(addr, sym, sizeof(sym), &off)) {
+		snprintf(buf, len, "%s+0x%lx (%s)", sym, (unsigned long)off,
 			 info.dli_fname != NULL ? info.dli_fname : "?");
 	} else if (dladdr(addr, &info) != 0 && info.dli_fname != NULL) {
 		snprintf(buf, len, "%p (%s+0x%lx)", addr, info.dli_fname,

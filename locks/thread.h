@@ -22,6 +22,7 @@
 #include "kl_internal.h"
 
 struct kli_witness_thread;
+struct kli_ls_table;   /* locks/lockstat_impl.h */
 
 struct kli_thread {
 	/* -- parking lot (locks/park.c); all fields under the bucket lock but park_state */
@@ -43,6 +44,10 @@ struct kli_thread {
 	 *    on the thread's first acquisition and kept with the record when it is recycled
 	 *    (the exit hook empties it). Other threads read it only to describe a report. */
 	_Atomic(struct kli_witness_thread *) witness;
+	/* -- lockstat (locks/lockstat.c): this thread's contention table, allocated on its
+	 * first recorded episode and kept with the record when it is recycled. Only the
+	 * owner writes the table; reports read it under the table's seqcount. */
+	_Atomic(struct kli_ls_table *) lockstat;
 } KL_PADDED;
 
 /* The calling thread's record, or NULL before its first kli_self(). */

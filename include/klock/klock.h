@@ -11,6 +11,7 @@
 #include <klock/topology.h>
 #include <klock/fence.h>
 #include <klock/witness.h>
+#include <klock/lockstat.h>
 
 KL_BEGIN_DECLS
 

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * klock/lockstat.h - where does the time go? A contention profile of every klock lock,
+ * in the spirit of NetBSD lockstat(8) and FreeBSD LOCK_PROFILING.
+ *
+ * While recording, every contended acquisition (a lock's slow path) is counted per
+ * (lock, call site, lock type, side) with its spin and sleep time; builds configured with
+ * -Dlockstat_hold=true also count every acquisition and its hold time. Uncontended
+ * acquisitions cost nothing extra: recording lives on slow paths only, in per-thread
+ * tables merged when a report or snapshot is taken (docs/lockstat.md).
+ *
+ * Typical use:
+ *     kl_lockstat_reset();
+ *     kl_lockstat_start();
+ *     run_the_workload();
+ *     kl_lockstat_stop();
+ *     kl_lockstat_report(stderr, NULL);
+ * or, without touching the program: KLOCK_LOCKSTAT=1 ./program (report at exit).
+ *
+ * Builds configured with -Dlockstat=false keep this API (so programs link unchanged):
+ * kl_lockstat_start() and kl_lockstat_snapshot() then return ENOTSUP.
+ *
+ * None of these functions may be called from a signal handler (they allocate and use
+ * stdio). They never block on a klock lock: they take only the library's internal
+ * wordlocks for short, bounded sections.
+ */
+#ifndef KLOCK_LOCKSTAT_H
+#define KLOCK_LOCKSTAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <klock/compiler.h>
+
+KL_BEGIN_DECLS
+
+/* Version of the JSON report's schema ("klock_lockstat" member; docs/lockstat.md). */
+#define KL_LOCKSTAT_SCHEMA 1
+
+/**
+ * kl_lockstat_start - start (or resume) recording. Data and elapsed time accumulate across
+ * start/stop windows until kl_lockstat_reset().
+ * Returns 0, EALREADY if already recording (nothing changes), or ENOTSUP in a
+ * -Dlockstat=false build. Thread-safe; does not block.
+ */
+KL_API int kl_lockstat_start(void);
+
+/**
+ * kl_lockstat_stop - stop recording; what was recorded stays until kl_lockstat_reset().
+ * A slow-path episode already under way when recording stops is still recorded when it
+ * ends. Returns 0, EALREADY if not recording, or ENOTSUP. Thread-safe; does not block.
+ */
+KL_API int kl_lockstat_stop(void);
+
+/**
+ * kl_lockstat_reset - forget everything recorded and restart the elapsed-time clock (the
+ * recording state, on or off, is kept). An episode that straddles the reset may be lost.
+ * Thread-safe.
+ */
+KL_API void kl_lockstat_reset(void);
+
+/* kl_lockstat_enabled - true while recording. Thread-safe, never blocks. */
+KL_API bool kl_lockstat_enabled(void);
+
+/* ---- reading the profile as data ----------------------------------------------------- */
+
+/* One row: a (lock, call site, lock type, side) key and what was recorded for it. */
+struct kl_lockstat_row {
+	const void *lock;        /* the lock's address */
+	const void *caller;      /* the call site: return address into the lock's caller */
+	const char *kind;        /* lock type: "mutex", "rwlock", "rmlock", "ticket", ... */
+	bool read;               /* the shared (read) side of a reader-writer lock */
+	uint64_t acquisitions;   /* every acquisition (hold-time builds only; else 0) */
+	uint64_t contended;      /* acquisitions that had to wait (took the slow path) */
+	uint64_t failed;         /* try/timed attempts that waited, then gave up */
+	uint64_t spin_count;     /* spin phases (an episode may spin more than once) */
+	uint64_t spin_ns;        /* time spent spinning */
+	uint64_t sleep_count;    /* sleeps */
+	uint64_t sleep_ns;       /* time spent asleep */
+	uint64_t wait_ns;        /* total wait: slow-path entry to acquisition (or failure) */
+	uint64_t wait_max_ns;    /* longest single wait */
+	uint64_t hold_ns;        /* time held (hold-time builds only; else 0) */
+	uint64_t hold_max_ns;    /* longest hold (hold-time builds only; else 0) */
+};
+
+/* Everything recorded since the last reset, merged over all threads (live and exited). */
+struct kl_lockstat_snapshot {
+	uint64_t elapsed_ns;     /* time spent recording (sum of start..stop windows) */
+	uint64_t wait_ns;        /* sum of rows[].wait_ns */
+	uint64_t contended;      /* sum of rows[].contended */
+	uint64_t failed;         /* sum of rows[].failed */
+	uint64_t acquisitions;   /* sum of rows[].acquisitions (hold-time builds) */
+	uint64_t dropped;        /* episodes not recorded: a thread's table was full */
+	unsigned threads;        /* most threads known to klock alive at once while recording
+	                          * (the denominator of wait_pct; at least 1) */
+	unsigned cpus;           /* online CPUs */
+	bool hold_times;         /* built with -Dlockstat_hold=true: acquisitions, hold_* valid */
+	bool recording;          /* lockstat was recording when the snapshot was taken */
+	double wait_pct;         /* 100 * wait_ns / (elapsed_ns * threads): the share of the
+	                          * threads' time spent waiting for locks (0 when elapsed is 0) */
+	size_t nrows;
+	struct kl_lockstat_row *rows;   /* nrows rows, in no particular order */
+};
+
+/**
+ * kl_lockstat_snapshot - merge every thread's data into @snap (rows allocated; release
+ * with kl_lockstat_snapshot_free()). May run while other threads record.
+ * Returns 0, ENOMEM, or ENOTSUP (-Dlockstat=false; @snap is then zeroed).
+ */
+KL_API int kl_lockstat_snapshot(struct kl_lockstat_snapshot *snap) KL_NONNULL(1);
+
+/* kl_lockstat_snapshot_free - release the rows of a snapshot (NULL or empty ok). */
+KL_API void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *snap);
+
+/* ---- reports --------------------------------------------------------------------------- */
+
+/* Report options (flags). */
+#define KL_LOCKSTAT_BY_COUNT (1u << 0)  /* rank by event count, not time (lockstat -c) */
+#define KL_LOCKSTAT_LOCKS (1u << 1)     /* one <all> row per lock, no caller rows (-l) */
+#define KL_LOCKSTAT_JSON (1u << 2)      /* the JSON form (schema in docs/lockstat.md) */
+
+struct kl_lockstat_options {
+	unsigned flags;   /* KL_LOCKSTAT_* */
+	unsigned top;     /* show at most this many locks per section (0: all) */
+};
+
+/**
+ * kl_lockstat_report - write the report for everything recorded since the last reset:
+ * text in NetBSD lockstat(8) form (sections per event and lock type, Total% Count Time/ms
+ * Lock Caller, an <all> row per lock), or JSON. @opt NULL means defaults (text, by time,
+ * callers shown, all locks). Callers are named from dladdr(3), else from the object's ELF
+ * symbol table (static functions too); a stripped object prints as object+offset.
+ * Returns 0, ENOMEM, EIO (a write failed), or ENOTSUP (-Dlockstat=false: a one-line note
+ * is written instead of the report).
+ */
+KL_API int kl_lockstat_report(FILE *f, const struct kl_lockstat_options *opt) KL_NONNULL(1);
+
+/* kl_lockstat_report_snapshot - the same report from an existing snapshot. */
+KL_API int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *snap,
+				       const struct kl_lockstat_options *opt) KL_NONNULL(1, 2);
+
+/**
+ * kl_lockstat_options_parse - parse a comma-separated option list into @opt:
+ *   json | text, time | count, locks | callers, top=N
+ * ("1" alone means the defaults). This is the syntax of KLOCK_LOCKSTAT and of klock-stat.
+ * Returns 0, or EINVAL for an unknown word or a bad number (@opt is then left at its
+ * defaults).
+ */
+KL_API int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
+	KL_NONNULL(1, 2);
+
+KL_END_DECLS
+
+#endif /* KLOCK_LOCKSTAT_H */

@@ -1,0 +1,916 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/lockstat.c - lockstat: contention profiles recorded on slow paths, per thread,
+ * merged when someone asks (NetBSD lockstat(8), FreeBSD LOCK_PROFILING).
+ *
+ * WHAT IS RECORDED. Every lock brackets a slow-path episode with kli_wait_begin/spin/
+ * sleep/end (hooks.h). While recording, kli_wait_end() hands the finished episode here:
+ * one contended (or failed) acquisition with its spin phases, sleeps and times, keyed by
+ * (lock address, call site, lock kind, read/write side). Builds with -Dlockstat_hold=true
+ * also feed every acquisition and its hold time from the fast-path hooks. Uncontended
+ * acquisitions never reach this file: the fast path has no lockstat code, and with
+ * lockstat compiled in but stopped a slow path pays one relaxed load of kli_lockstat.on.
+ *
+ * PER-THREAD TABLES. Each thread that records owns a struct kli_ls_table, reached from its
+ * registry record (kli_thread.lockstat), allocated on its first recorded episode and kept
+ * with the record when the record is recycled. A table is a fixed open-addressed hash:
+ * KLI_LS_SLOTS slots, at most KLI_LS_MAX_KEYS keys, Fibonacci hash, linear probing; when
+ * it is full, new keys are counted as dropped (lockstat(8)'s buffer overflow). ONLY THE
+ * OWNER WRITES ITS TABLE, with plain (relaxed atomic) stores: recording takes no lock,
+ * does no atomic read-modify-write and writes no cache line another thread writes, so
+ * turning lockstat on adds no contended line. Readers (snapshots) copy a table entry by
+ * entry under the table's seqcount:
+ *   seq   even: stable; odd: the owner is writing.
+ *   S1  owner: seq = odd (relaxed), then a release fence, then the data stores.
+ *   S2  owner: seq = even, release store, after the data stores.
+ *   S4  reader: seq load, acquire (pairs with S2); then the data, relaxed.
+ *   S3  reader: acquire fence (pairs with S1), then seq again; equal and even = a
+ *       consistent copy, otherwise retry (bounded: KLI_LS_READ_TRIES).
+ *   P1/P2  the table pointer is published with a release store and read with acquire,
+ *       so a reader sees the zeroed table, never the bytes before memset.
+ *
+ * GENERATIONS (reset). kl_lockstat_reset() cannot clear other threads' tables (only
+ * owners write them), so it bumps kli_lockstat.gen; every table is tagged with the
+ * generation its contents belong to. Readers skip entries of another generation, and the
+ * owner clears its table the next time it records. Exited threads' data lives in the
+ * `retired` map, which reset clears directly.
+ *
+ * THREAD EXIT. The registry's exit hook merges the exiting thread's table into `retired`
+ * (a growable map under retired_lock) and clears it, so a recycled record starts empty
+ * and nothing is lost when threads come and go. Records are type-stable, so a snapshot
+ * may read any table at any time.
+ *
+ * LOCKS. ctl_lock serialises start/stop/reset/snapshot and the elapsed-time clock; it is
+ * taken before retired_lock. The exit hook takes retired_lock only; recording takes none.
+ * A snapshot holds retired_lock while it scans the tables, so an exiting thread's data is
+ * seen exactly once: in its table, or (after the flush) in `retired`.
+ *
+ * RE-ENTRY. A signal handler (or an allocator taking a klock lock under libklock-preload)
+ * may hit a slow path while its thread is inside a table write: `busy` makes the nested
+ * record a counted drop instead of a torn update, and a table being allocated is marked
+ * by the LS_ALLOCATING pointer.
+ *
+ * THE CPU-TIME FIGURE. wait_pct = 100 * sum(wait) / (elapsed * threads), where threads is
+ * the most threads the process had at once while recording (Linux: num_threads from
+ * /proc/self/stat; elsewhere the live registry records), sampled at start, at stop, at
+ * each snapshot and whenever a thread klock knows exits. It is the share of the threads'
+ * time spent waiting for locks; docs/lockstat.md says why not CPUs.
+ *
+ * COST (docs/lockstat.md has the figures): stopped: one relaxed load per slow path;
+ * recording: two cycle-counter reads per episode (one more per extra phase change), three
+ * tick-to-ns conversions and one table update.
+ *
+ * LIMITS. Keys are addresses: a lock destroyed and another created at the same address
+ * share rows, and a destroyed lock's name is gone by report time (it prints by address).
+ * An episode that straddles a reset may be lost. A fork child inherits the parent's data.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <klock/lockstat.h>
+#include <klock/topology.h>
+#include "lockstat_impl.h"
+#include "thread.h"
+#include "wordlock.h"
+
+/* Fibonacci hashing multiplier (2^64 / golden ratio). */
+#define LS_FIB 0x9e3779b97f4a7c15ull
+/* log2(KLI_LS_SLOTS): the table index is the top bits of the hash. */
+#define LS_SLOT_BITS 9u
+/* A retired/snapshot map starts with this many slots and grows at half full. */
+#define LS_MAP_MIN 64u
+/* Copy attempts of one entry before a reader gives up on it (a writer that never
+ * finished: a thread killed inside a write). Far beyond any real write window. */
+#define KLI_LS_READ_TRIES 1000000u
+/* Longest /proc/self/stat line read (comm is at most 16 bytes; the rest is numbers). */
+#define LS_STAT_MAX 1024
+/* num_threads is field 20 of /proc/<pid>/stat (proc(5)). */
+#define LS_STAT_NUM_THREADS 20
+/* The per-thread pointer while its table is being allocated. */
+#define LS_ALLOCATING ((struct kli_ls_table *)(uintptr_t)1)
+
+_Static_assert((1u << LS_SLOT_BITS) == KLI_LS_SLOTS, "LS_SLOT_BITS matches KLI_LS_SLOTS");
+
+struct kli_ls_entry {
+	_Atomic(const void *) lock;   /* NULL: free slot */
+	_Atomic(const void *) site;
+	_Atomic uint32_t kf;          /* kli_ls_kf() */
+	_Atomic uint64_t v[KLI_LS_NFIELDS];
+};
+
+/* A lock held by the owner, for its hold time (hold builds). Owner-only. */
+struct kli_ls_held {
+	const void *lock;
+	const void *site;
+	uint32_t kf;
+	uint64_t t0;   /* kl_arch_cycles() at acquisition */
+};
+
+struct kli_ls_table {
+	_Atomic uint32_t seq;       /* seqcount: odd while the owner writes (S1/S2) */
+	_Atomic uint32_t gen;       /* generation of the contents */
+	_Atomic uint64_t dropped;   /* events lost to a full table or re-entry */
+	uint32_t nkeys;             /* owner only: keys in slot[] */
+	uint32_t held_n;            /* owner only: entries in held[] */
+	bool busy;                  /* owner only: inside a write (re-entry guard) */
+	struct kli_ls_held held[KLI_LS_HELD_MAX];
+	struct kli_ls_entry slot[KLI_LS_SLOTS];
+} KL_PADDED;   /* its own lines; and a size aligned_alloc() accepts */
+
+/* A merged row (retired map, snapshots): plain, under a lock or private. */
+struct kli_ls_row {
+	const void *lock;   /* NULL: free slot */
+	const void *site;
+	uint32_t kf;
+	uint64_t v[KLI_LS_NFIELDS];
+};
+
+struct kli_ls_map {
+	struct kli_ls_row *rows;
+	size_t cap;   /* power of two, or 0 */
+	size_t n;
+};
+
+#if KLOCK_LOCKSTAT
+struct kli_lockstat_switch kli_lockstat = { .gen = 1 };
+
+/* Cold state: control and exited threads' data. */
+static struct {
+	struct kli_wordlock ctl;       /* start/stop/reset/snapshot; before retired_lock */
+	uint64_t t_start;              /* ctl: start of the open window */
+	uint64_t elapsed;              /* ctl: closed windows since the reset */
+	_Atomic unsigned peak;         /* most live threads seen while recording */
+	_Atomic uint64_t lost;         /* episodes lost before a table existed */
+	struct kli_wordlock retired_lock;
+	struct kli_ls_map retired;     /* retired_lock: exited threads' data */
+	uint64_t retired_dropped;      /* retired_lock */
+	/* KLOCK_LOCKSTAT=... at load: report at exit */
+	struct kl_lockstat_options exit_opt;
+	char *exit_path;               /* KLOCK_LOCKSTAT_FILE, absolute; NULL: stderr */
+	pid_t pid;                     /* the process that started it (fork children skip) */
+} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT };
+
+/* ---- fields and hashing ----------------------------------------------------------- */
+
+static inline bool ls_field_is_max(unsigned f)
+{
+	return f == KLI_LS_WAIT_MAX || f == KLI_LS_HOLD_MAX;
+}
+
+static inline uint64_t ls_hash(const void *lock, const void *site, uint32_t kf)
+{
+	uint64_t s = (uint64_t)(uintptr_t)site;
+
+	return ((uint64_t)(uintptr_t)lock ^ ((s << 17) | (s >> 47)) ^ kf) * LS_FIB;
+}
+
+static void ls_row_merge(uint64_t *dst, const uint64_t *src)
+{
+	for (unsigned f = 0; f < KLI_LS_NFIELDS; f++) {
+		if (ls_field_is_max(f))
+			dst[f] = src[f] > dst[f] ? src[f] : dst[f];
+		else
+			dst[f] += src[f];
+	}
+}
+
+/* ---- growable map (retired data, snapshots) ----------------------------------------- */
+
+static struct kli_ls_row *ls_map_slot(struct kli_ls_row *rows, size_t cap, const void *lock,
+				      const void *site, uint32_t kf)
+{
+	size_t i = (size_t)(ls_hash(lock, site, kf) >> 32) & (cap - 1);
+
+	while (rows[i].lock != NULL &&
+	       (rows[i].lock != lock || rows[i].site != site || rows[i].kf != kf))
+		i = (i + 1) & (cap - 1);
+	return &rows[i];
+}
+
+static int ls_map_grow(struct kli_ls_map *m)
+{
+	size_t cap = m->cap != 0 ? m->cap * 2 : LS_MAP_MIN;
+	struct kli_ls_row *rows = calloc(cap, sizeof(*rows));
+
+	if (rows == NULL)
+		return ENOMEM;
+	for (size_t i = 0; i < m->cap; i++) {
+		const struct kli_ls_row *r = &m->rows[i];
+
+		if (r->lock != NULL)
+			*ls_map_slot(rows, cap, r->lock, r->site, r->kf) = *r;
+	}
+	free(m->rows);
+	m->rows = rows;
+	m->cap = cap;
+	return 0;
+}
+
+/* Adds @src's counters to the row of its key. 0 or ENOMEM. */
+static int ls_map_add(struct kli_ls_map *m, const struct kli_ls_row *src)
+{
+	struct kli_ls_row *r;
+
+	if ((m->n + 1) * 2 > m->cap && ls_map_grow(m) != 0)
+		return ENOMEM;
+	r = ls_map_slot(m->rows, m->cap, src->lock, src->site, src->kf);
+	if (r->lock == NULL) {
+		*r = *src;
+		m->n++;
+		return 0;
+	}
+	ls_row_merge(r->v, src->v);
+	return 0;
+}
+
+static void ls_map_free(struct kli_ls_map *m)
+{
+	free(m->rows);
+	m->rows = NULL;
+	m->cap = m->n = 0;
+}
+
+/* ---- the owner's side of a table ----------------------------------------------------- */
+
+static inline bool ls_table_valid(const struct kli_ls_table *t)
+{
+	return t != NULL && t != LS_ALLOCATING;
+}
+
+static inline void ls_write_begin(struct kli_ls_table *t)
+{
+	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release); /* S1: pairs with S3 in ls_read_entry() */
+}
+
+static inline void ls_write_end(struct kli_ls_table *t)
+{
+	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
+
+	/* S2: pairs with S4 in ls_read_entry() */
+	atomic_store_explicit(&t->seq, s + 1, memory_order_release);
+}
+
+static inline void ls_add(struct kli_ls_entry *e, unsigned f, uint64_t d)
+{
+	uint64_t v = atomic_load_explicit(&e->v[f], memory_order_relaxed);
+
+	atomic_store_explicit(&e->v[f], v + d, memory_order_relaxed);
+}
+
+static inline void ls_max(struct kli_ls_entry *e, unsigned f, uint64_t x)
+{
+	if (x > atomic_load_explicit(&e->v[f], memory_order_relaxed))
+		atomic_store_explicit(&e->v[f], x, memory_order_relaxed);
+}
+
+static void ls_drop(struct kli_ls_table *t)
+{
+	atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+}
+
+/* Empties the table and tags it @gen; inside a write window. */
+static void ls_table_clear(struct kli_ls_table *t, uint32_t gen)
+{
+	for (unsigned i = 0; i < KLI_LS_SLOTS && t->nkeys > 0; i++) {
+		struct kli_ls_entry *e = &t->slot[i];
+
+		if (atomic_load_explicit(&e->lock, memory_order_relaxed) == NULL)
+			continue;
+		atomic_store_explicit(&e->lock, NULL, memory_order_relaxed);
+		atomic_store_explicit(&e->site, NULL, memory_order_relaxed);
+		atomic_store_explicit(&e->kf, 0, memory_order_relaxed);
+		for (unsigned f = 0; f < KLI_LS_NFIELDS; f++)
+			atomic_store_explicit(&e->v[f], 0, memory_order_relaxed);
+		t->nkeys--;
+	}
+	t->nkeys = 0;
+	atomic_store_explicit(&t->dropped, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->gen, gen, memory_order_relaxed);
+}
+
+static KL_NOINLINE struct kli_ls_table *ls_table_alloc(struct kli_thread *self)
+{
+	struct kli_ls_table *t;
+
+	atomic_store_explicit(&self->lockstat, LS_ALLOCATING, memory_order_relaxed);
+	t = aligned_alloc(KL_ARCH_PAD, sizeof(*t));
+	if (t == NULL) {
+		atomic_store_explicit(&self->lockstat, NULL, memory_order_relaxed);
+		return NULL;
+	}
+	memset(t, 0, sizeof(*t));
+	atomic_store_explicit(&t->gen, atomic_load_explicit(&kli_lockstat.gen,
+							       memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&self->lockstat, t, memory_order_release); /* P1: pairs with P2 */
+	return t;
+}
+
+/*
+ * Opens a write window on the calling thread's table (allocating it, and clearing it if
+ * a reset made its contents stale). NULL: no table, or a write is already under way on
+ * this thread (re-entry from a signal handler); the event is then counted as lost.
+ */
+static struct kli_ls_table *ls_table_enter(struct kli_thread *self)
+{
+	struct kli_ls_table *t = atomic_load_explicit(&self->lockstat, memory_order_relaxed);
+	uint32_t gen;
+
+	if (kl_unlikely(t == NULL))
+		t = ls_table_alloc(self);
+	if (kl_unlikely(!ls_table_valid(t))) {
+		atomic_fetch_add_explicit(&ls.lost, 1, memory_order_relaxed);
+		return NULL;
+	}
+	if (kl_unlikely(t->busy)) {
+		ls_drop(t);
+		return NULL;
+	}
+	t->busy = true;
+	kli_barrier();   /* busy is set before the window opens (same-thread signals) */
+	ls_write_begin(t);
+	gen = atomic_load_explicit(&kli_lockstat.gen, memory_order_relaxed);
+	if (kl_unlikely(atomic_load_explicit(&t->gen, memory_order_relaxed) != gen))
+		ls_table_clear(t, gen);
+	return t;
+}
+
+static void ls_table_leave(struct kli_ls_table *t)
+{
+	ls_write_end(t);
+	kli_barrier();
+	t->busy = false;
+}
+
+/* The entry for the key, inserted if new; NULL (and a drop) when the table is full. */
+static struct kli_ls_entry *ls_entry(struct kli_ls_table *t, const void *lock,
+				     const void *site, uint32_t kf)
+{
+	unsigned i = (unsigned)(ls_hash(lock, site, kf) >> (64u - LS_SLOT_BITS));
+
+	for (;; i = (i + 1) & (KLI_LS_SLOTS - 1)) {
+		struct kli_ls_entry *e = &t->slot[i];
+		const void *l = atomic_load_explicit(&e->lock, memory_order_relaxed);
+
+		if (l == NULL)
+			break;
+		if (l == lock && atomic_load_explicit(&e->site, memory_order_relaxed) == site &&
+		    atomic_load_explicit(&e->kf, memory_order_relaxed) == kf)
+			return e;
+	}
+	if (t->nkeys >= KLI_LS_MAX_KEYS) {
+		ls_drop(t);
+		return NULL;
+	}
+	t->nkeys++;
+	atomic_store_explicit(&t->slot[i].site, site, memory_order_relaxed);
+	atomic_store_explicit(&t->slot[i].kf, kf, memory_order_relaxed);
+	atomic_store_explicit(&t->slot[i].lock, lock, memory_order_relaxed);
+	return &t->slot[i];
+}
+
+void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
+			  enum kli_kind kind, unsigned flags, const void *site)
+{
+	struct kli_ls_table *t = ls_table_enter(kli_self());
+	struct kli_ls_entry *e;
+
+	if (t == NULL)
+		return;
+	e = ls_entry(t, lock, site, kli_ls_kf(kind, flags));
+	if (e != NULL) {
+		ls_add(e, (flags & KLI_HF_FAILED) ? KLI_LS_FAILED : KLI_LS_CONTENDED, 1);
+		ls_add(e, KLI_LS_NSPIN, ep->nspin);
+		ls_add(e, KLI_LS_SPIN_NS, ep->spin_ns);
+		ls_add(e, KLI_LS_NSLEEP, ep->nsleep);
+		ls_add(e, KLI_LS_SLEEP_NS, ep->sleep_ns);
+		ls_add(e, KLI_LS_WAIT_NS, ep->wait_ns);
+		ls_max(e, KLI_LS_WAIT_MAX, ep->wait_ns);
+	}
+	ls_table_leave(t);
+}
+
+void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_kind kind,
+			 unsigned flags, const void *site)
+{
+	struct kli_ls_episode ep = {
+		.nspin = w->nspin,
+		.nsleep = w->nsleep,
+		.spin_ns = kli_cycles_to_ns(w->spin_ticks),
+		.sleep_ns = kli_cycles_to_ns(w->sleep_ticks),
+		.wait_ns = kli_cycles_to_ns(w->t_mark > w->t_begin ? w->t_mark - w->t_begin : 0),
+	};
+
+	kli_lockstat_episode(&ep, lock, kind, flags, site);
+}
+
+#if KLOCK_LOCKSTAT_HOLD
+void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
+			   const void *site)
+{
+	struct kli_ls_table *t;
+	struct kli_ls_entry *e;
+	uint32_t kf = kli_ls_kf(kind, flags);
+
+	if (kl_likely(!atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) ||
+	    (flags & KLI_HF_FAILED))
+		return;
+	t = ls_table_enter(kli_self());
+	if (t == NULL)
+		return;
+	e = ls_entry(t, lock, site, kf);
+	if (e != NULL)
+		ls_add(e, KLI_LS_ACQUIRED, 1);
+	if (t->held_n < KLI_LS_HELD_MAX)
+		t->held[t->held_n++] = (struct kli_ls_held){ lock, site, kf, kl_arch_cycles() };
+	else
+		ls_drop(t);
+	ls_table_leave(t);
+}
+
+/* Index of the most recent held entry for (lock, kf), or -1. */
+static int ls_held_find(const struct kli_ls_table *t, const void *lock, uint32_t kf)
+{
+	for (int i = (int)t->held_n - 1; i >= 0; i--)
+		if (t->held[i].lock == lock && t->held[i].kf == kf)
+			return i;
+	return -1;
+}
+
+void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
+{
+	struct kli_thread *self = kli_tls_self;
+	struct kli_ls_table *t = self != NULL ?
+		atomic_load_explicit(&self->lockstat, memory_order_relaxed) : NULL;
+	struct kli_ls_held h;
+	struct kli_ls_entry *e;
+	int i;
+
+	if (kl_likely(!ls_table_valid(t) || t->held_n == 0))
+		return;
+	t = ls_table_enter(self);
+	if (t == NULL)
+		return;
+	i = ls_held_find(t, lock, kli_ls_kf(kind, flags));
+	if (i >= 0) {
+		h = t->held[i];
+		memmove(&t->held[i], &t->held[i + 1], (t->held_n - (unsigned)i - 1) * sizeof(h));
+		t->held_n--;
+		e = atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed) ?
+			ls_entry(t, h.lock, h.site, h.kf) : NULL;
+		if (e != NULL) {
+			uint64_t now = kl_arch_cycles();
+			uint64_t held = kli_cycles_to_ns(now > h.t0 ? now - h.t0 : 0);
+
+			ls_add(e, KLI_LS_HOLD_NS, held);
+			ls_max(e, KLI_LS_HOLD_MAX, held);
+		}
+	}
+	ls_table_leave(t);
+}
+#endif /* KLOCK_LOCKSTAT_HOLD */
+
+/* ---- readers ----------------------------------------------------------------------------- */
+
+/* A consistent copy of slot @i and the table's generation; false if it never settled. */
+static bool ls_read_entry(struct kli_ls_table *t, unsigned i, struct kli_ls_row *r,
+			  uint32_t *gen)
+{
+	const struct kli_ls_entry *e = &t->slot[i];
+
+	for (unsigned tries = 0; tries < KLI_LS_READ_TRIES; tries++) {
+		uint32_t s1 = atomic_load_explicit(&t->seq, memory_order_acquire); /* S4 */
+
+		if (s1 & 1u) {
+			kl_arch_relax();
+			continue;
+		}
+		*gen = atomic_load_explicit(&t->gen, memory_order_relaxed);
+		r->lock = atomic_load_explicit(&e->lock, memory_order_relaxed);
+		r->site = atomic_load_explicit(&e->site, memory_order_relaxed);
+		r->kf = atomic_load_explicit(&e->kf, memory_order_relaxed);
+		for (unsigned f = 0; f < KLI_LS_NFIELDS; f++)
+			r->v[f] = atomic_load_explicit(&e->v[f], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire); /* S3: pairs with S1 */
+		if (atomic_load_explicit(&t->seq, memory_order_relaxed) == s1)
+			return true;
+	}
+	return false;
+}
+
+/* Adds table @t's rows of generation @gen to @m; counts its drops into @dropped. */
+static int ls_scan_table(struct kli_ls_map *m, struct kli_ls_table *t, uint32_t gen,
+			 uint64_t *dropped)
+{
+	struct kli_ls_row r;
+	uint32_t g;
+
+	if (atomic_load_explicit(&t->gen, memory_order_relaxed) == gen)
+		*dropped += atomic_load_explicit(&t->dropped, memory_order_relaxed);
+	for (unsigned i = 0; i < KLI_LS_SLOTS; i++) {
+		if (!ls_read_entry(t, i, &r, &g)) {
+			(*dropped)++;   /* a writer that never finishes: skip its whole table */
+			return 0;
+		}
+		if (r.lock != NULL && g == gen && ls_map_add(m, &r) != 0)
+			return ENOMEM;
+	}
+	return 0;
+}
+
+/* The process's threads now: Linux's count (/proc/self/stat field 20, num_threads), or
+ * where that is unavailable the threads klock knows (live registry records). */
+static unsigned ls_count_threads(void)
+{
+	char buf[LS_STAT_MAX], *p;
+	unsigned n = 0;
+	long os = 0;
+	FILE *f;
+
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
+		n += atomic_load_explicit(&t->live, memory_order_relaxed);
+	f = fopen("/proc/self/stat", "re");
+	if (f == NULL)
+		return n;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	/* Fields after "pid (comm)" are space-separated; comm may hold spaces, so count
+	 * from its closing parenthesis: field 3 starts after the first space there. */
+	p = p != NULL ? strrchr(buf, ')') : NULL;
+	for (unsigned i = 2; p != NULL && i < LS_STAT_NUM_THREADS; i++)
+		p = strchr(p + 1, ' ');
+	if (p != NULL)
+		os = strtol(p + 1, NULL, 10);
+	if (os > (long)n)
+		n = (unsigned)os;
+	return n;
+}
+
+/* Most threads at once: sampled at start, stop, snapshots and klock thread exits. */
+static void ls_note_threads(void)
+{
+	unsigned n = ls_count_threads(), p;
+
+	p = atomic_load_explicit(&ls.peak, memory_order_relaxed);
+	while (n > p && !atomic_compare_exchange_weak_explicit(&ls.peak, &p, n,
+							      memory_order_relaxed,
+							      memory_order_relaxed))
+		;
+}
+
+/* ---- thread exit and fork -------------------------------------------------------------- */
+
+static void ls_thread_exit(struct kli_thread *self)
+{
+	struct kli_ls_table *t = atomic_load_explicit(&self->lockstat, memory_order_relaxed);
+	struct kli_ls_row r;
+	uint32_t gen, g;
+
+	if (atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed))
+		ls_note_threads();
+	if (!ls_table_valid(t))
+		return;
+	t->held_n = 0;
+	if (t->nkeys == 0 && atomic_load_explicit(&t->dropped, memory_order_relaxed) == 0)
+		return;
+	kli_wordlock_lock(&ls.retired_lock);
+	gen = atomic_load_explicit(&kli_lockstat.gen, memory_order_relaxed);
+	if (atomic_load_explicit(&t->gen, memory_order_relaxed) == gen) {
+		ls.retired_dropped += atomic_load_explicit(&t->dropped, memory_order_relaxed);
+		for (unsigned i = 0; i < KLI_LS_SLOTS; i++) {
+			if (ls_read_entry(t, i, &r, &g) && r.lock != NULL &&
+			    ls_map_add(&ls.retired, &r) != 0)
+				ls.retired_dropped += r.v[KLI_LS_CONTENDED] + r.v[KLI_LS_FAILED];
+		}
+	}
+	ls_write_begin(t);
+	ls_table_clear(t, gen);
+	ls_write_end(t);
+	kli_wordlock_unlock(&ls.retired_lock);
+}
+
+/* fork() child: only the forking thread survives. Internal locks another thread held are
+ * free again, and a table another thread was writing is made readable (its last update
+ * may be partial; a snapshot would otherwise wait for a writer that no longer exists). */
+static void ls_atfork_child(void)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	atomic_store_explicit(&ls.ctl.v, 0, memory_order_relaxed);
+	atomic_store_explicit(&ls.retired_lock.v, 0, memory_order_relaxed);
+	for (struct kli_thread *th = kli_thread_first(); th != NULL; th = th->all_next) {
+		struct kli_ls_table *t = atomic_load_explicit(&th->lockstat,
+							      memory_order_relaxed);
+
+		if (th == self)
+			continue;
+		if (t == LS_ALLOCATING) {
+			atomic_store_explicit(&th->lockstat, NULL, memory_order_relaxed);
+			continue;
+		}
+		if (t == NULL)
+			continue;
+		if (atomic_load_explicit(&t->seq, memory_order_relaxed) & 1u)
+			atomic_fetch_add_explicit(&t->seq, 1, memory_order_relaxed);
+		t->busy = false;
+		t->held_n = 0;
+	}
+}
+
+/* ---- control ------------------------------------------------------------------------------ */
+
+static uint64_t ls_elapsed_locked(void)
+{
+	uint64_t e = ls.elapsed;
+
+	if (atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed))
+		e += kli_now_ns() - ls.t_start;
+	return e;
+}
+
+/* The switch is a plain flag: nothing is published through it (each thread records into
+ * its own table), so relaxed stores suffice; a thread that sees the flip late moves the
+ * window's edge by one episode. */
+static int ls_start(void)
+{
+	int err = 0;
+
+	kli_wordlock_lock(&ls.ctl);
+	if (atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) {
+		err = EALREADY;
+	} else {
+		ls.t_start = kli_now_ns();
+		ls_note_threads();
+		atomic_store_explicit(&kli_lockstat.on, true, memory_order_relaxed);
+	}
+	kli_wordlock_unlock(&ls.ctl);
+	return err;
+}
+
+int kl_lockstat_start(void)
+{
+	kli_init();
+	return ls_start();
+}
+
+int kl_lockstat_stop(void)
+{
+	int err = 0;
+
+	kli_wordlock_lock(&ls.ctl);
+	if (!atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) {
+		err = EALREADY;
+	} else {
+		ls_note_threads();
+		ls.elapsed += kli_now_ns() - ls.t_start;
+		atomic_store_explicit(&kli_lockstat.on, false, memory_order_relaxed);
+	}
+	kli_wordlock_unlock(&ls.ctl);
+	return err;
+}
+
+void kl_lockstat_reset(void)
+{
+	kli_wordlock_lock(&ls.ctl);
+	kli_wordlock_lock(&ls.retired_lock);
+	atomic_fetch_add_explicit(&kli_lockstat.gen, 1, memory_order_relaxed);
+	ls_map_free(&ls.retired);
+	ls.retired_dropped = 0;
+	atomic_store_explicit(&ls.lost, 0, memory_order_relaxed);
+	kli_wordlock_unlock(&ls.retired_lock);
+	ls.elapsed = 0;
+	ls.t_start = kli_now_ns();
+	atomic_store_explicit(&ls.peak, ls_count_threads(), memory_order_relaxed);
+	kli_wordlock_unlock(&ls.ctl);
+}
+
+bool kl_lockstat_enabled(void)
+{
+	return atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed);
+}
+
+/* Merges retired data and every table into @m; fills the header fields of @s. */
+static int ls_collect(struct kl_lockstat_snapshot *s, struct kli_ls_map *m)
+{
+	uint64_t dropped;
+	uint32_t gen;
+	int err = 0;
+
+	kli_wordlock_lock(&ls.ctl);
+	s->recording = atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed);
+	if (s->recording)
+		ls_note_threads();
+	s->elapsed_ns = ls_elapsed_locked();
+	s->threads = atomic_load_explicit(&ls.peak, memory_order_relaxed);
+	kli_wordlock_lock(&ls.retired_lock);
+	gen = atomic_load_explicit(&kli_lockstat.gen, memory_order_relaxed);
+	dropped = ls.retired_dropped + atomic_load_explicit(&ls.lost, memory_order_relaxed);
+	for (size_t i = 0; i < ls.retired.cap && err == 0; i++)
+		if (ls.retired.rows[i].lock != NULL)
+			err = ls_map_add(m, &ls.retired.rows[i]);
+	for (struct kli_thread *th = kli_thread_first(); th != NULL && err == 0;
+	     th = th->all_next) {
+		/* P2: pairs with P1 in ls_table_alloc() */
+		struct kli_ls_table *t = atomic_load_explicit(&th->lockstat, memory_order_acquire);
+
+		if (ls_table_valid(t))
+			err = ls_scan_table(m, t, gen, &dropped);
+	}
+	kli_wordlock_unlock(&ls.retired_lock);
+	kli_wordlock_unlock(&ls.ctl);
+	s->dropped = dropped;
+	return err;
+}
+
+/* Fills the public rows and the totals of @s from @m. */
+static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
+{
+	size_t k = 0;
+
+	s->rows = m->n != 0 ? calloc(m->n, sizeof(*s->rows)) : NULL;
+	if (m->n != 0 && s->rows == NULL)
+		return ENOMEM;
+	for (size_t i = 0; i < m->cap; i++) {
+		const struct kli_ls_row *r = &m->rows[i];
+		struct kl_lockstat_row *o;
+
+		if (r->lock == NULL)
+			continue;
+		o = &s->rows[k++];
+		*o = (struct kl_lockstat_row){
+			.lock = r->lock, .caller = r->site,
+			.kind = kli_kind_name((enum kli_kind)(r->kf & ~KLI_LS_KF_READ)),
+			.read = (r->kf & KLI_LS_KF_READ) != 0,
+			.acquisitions = r->v[KLI_LS_ACQUIRED], .contended = r->v[KLI_LS_CONTENDED],
+			.failed = r->v[KLI_LS_FAILED], .spin_count = r->v[KLI_LS_NSPIN],
+			.spin_ns = r->v[KLI_LS_SPIN_NS], .sleep_count = r->v[KLI_LS_NSLEEP],
+			.sleep_ns = r->v[KLI_LS_SLEEP_NS], .wait_ns = r->v[KLI_LS_WAIT_NS],
+			.wait_max_ns = r->v[KLI_LS_WAIT_MAX], .hold_ns = r->v[KLI_LS_HOLD_NS],
+			.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
+		};
+		s->wait_ns += o->wait_ns;
+		s->contended += o->contended;
+		s->failed += o->failed;
+		s->acquisitions += o->acquisitions;
+	}
+	s->nrows = k;
+	return 0;
+}
+
+int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
+{
+	struct kli_ls_map m = { 0 };
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	err = ls_collect(s, &m);
+	if (err == 0)
+		err = ls_fill(s, &m);
+	ls_map_free(&m);
+	if (err != 0) {
+		kl_lockstat_snapshot_free(s);
+		return err;
+	}
+	s->cpus = kl_topology()->online_cpus;
+	s->hold_times = KLOCK_LOCKSTAT_HOLD;
+	if (s->threads == 0)
+		s->threads = 1;
+	if (s->elapsed_ns > 0)
+		s->wait_pct = 100.0 * (double)s->wait_ns / ((double)s->elapsed_ns * s->threads);
+	return 0;
+}
+
+
+
+/* ---- KLOCK_LOCKSTAT: start at load, report at exit -------------------------------------- */
+
+/* KLOCK_LOCKSTAT_FILE with every "%p" replaced by the process id. */
+static void ls_exit_path(char *buf, size_t len)
+{
+	const char *p = ls.exit_path;
+	size_t n = 0;
+
+	while (*p != '\0' && n + 1 < len) {
+		if (p[0] == '%' && p[1] == 'p') {
+			int w = snprintf(buf + n, len - n, "%ld", (long)getpid());
+
+			n += w > 0 ? (size_t)w : 0;
+			p += 2;
+		} else {
+			buf[n++] = *p++;
+		}
+	}
+	buf[n < len ? n : len - 1] = '\0';
+}
+
+static void ls_exit_report(void)
+{
+	char path[4096];
+	FILE *f = stderr;
+
+	/* A fork child that exits reports only where it cannot overwrite its parent's file. */
+	if (getpid() != ls.pid && (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
+		return;
+	kl_lockstat_stop();
+	if (ls.exit_path != NULL) {
+		ls_exit_path(path, sizeof(path));
+		f = fopen(path, "w");
+		if (f == NULL) {
+			fprintf(stderr, "klock: KLOCK_LOCKSTAT_FILE=%s: cannot open; "
+				"report on stderr\n", path);
+			f = stderr;
+		}
+	}
+	kl_lockstat_report(f, &ls.exit_opt);
+	if (f != stderr)
+		fclose(f);
+	else
+		fflush(f);
+}
+
+/* Remembers KLOCK_LOCKSTAT_FILE as an absolute path (the program may chdir). */
+static void ls_exit_file(void)
+{
+	const char *file = getenv("KLOCK_LOCKSTAT_FILE");
+	char cwd[4096];
+	size_t n;
+
+	if (file == NULL || file[0] == '\0')
+		return;
+	if (file[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL) {
+		ls.exit_path = strdup(file);
+		return;
+	}
+	n = strlen(cwd) + strlen(file) + 2;
+	ls.exit_path = malloc(n);
+	if (ls.exit_path != NULL)
+		snprintf(ls.exit_path, n, "%s/%s", cwd, file);
+}
+
+void kli_lockstat_init(void)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT");
+
+	kli_thread_on_exit(ls_thread_exit);
+	pthread_atfork(NULL, NULL, ls_atfork_child);
+	if (!kli_env_flag("KLOCK_LOCKSTAT"))
+		return;
+	if (strcmp(v, "1") != 0 && kl_lockstat_options_parse(v, &ls.exit_opt) != 0)
+		fprintf(stderr, "klock: KLOCK_LOCKSTAT=%s: expected 1 or a list of "
+			"json,text,time,count,locks,callers,top=N; using the defaults\n", v);
+	ls_exit_file();
+	ls.pid = getpid();
+	if (atexit(ls_exit_report) != 0)
+		fputs("klock: KLOCK_LOCKSTAT: atexit failed; no report at exit\n", stderr);
+	ls_start();
+}
+
+#else /* !KLOCK_LOCKSTAT: the API stays, so programs link unchanged */
+
+int kl_lockstat_start(void)
+{
+	return ENOTSUP;
+}
+
+int kl_lockstat_stop(void)
+{
+	return ENOTSUP;
+}
+
+void kl_lockstat_reset(void)
+{
+}
+
+bool kl_lockstat_enabled(void)
+{
+	return false;
+}
+
+int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	return ENOTSUP;
+}
+
+void kli_lockstat_init(void)
+{
+	if (kli_env_flag("KLOCK_LOCKSTAT"))
+		fputs("klock: KLOCK_LOCKSTAT: lockstat is compiled out of this build "
+		      "(-Dlockstat=false)\n", stderr);
+}
+#endif /* KLOCK_LOCKSTAT */
+
+void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *s)
+{
+	if (s == NULL)
+		return;
+	free(s->rows);
+	s->rows = NULL;
+	s->nrows = 0;
+}

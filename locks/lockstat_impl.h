@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/lockstat_impl.h - lockstat's internal side: the per-thread table (locks/lockstat.c
+ * has the theory block), the entry points the seam and library start-up call, and the
+ * sizes tests need.
+ */
+#ifndef KL_LOCKSTAT_IMPL_H
+#define KL_LOCKSTAT_IMPL_H
+
+#include "hooks.h"
+
+/* Slots in a thread's table (a power of two). */
+#define KLI_LS_SLOTS 512u
+/* Keys a thread's table takes before it drops events: 3/4 of the slots keeps linear
+ * probe chains short and guarantees a free slot ends every probe. */
+#define KLI_LS_MAX_KEYS (KLI_LS_SLOTS / 4u * 3u)
+/* Locks a thread may hold at once and still have their hold times measured. */
+#define KLI_LS_HELD_MAX 32u
+
+/* The counters of one (lock, site, kind, side) key. Sums, except the *_MAX fields. */
+enum kli_ls_field {
+	KLI_LS_CONTENDED,   /* episodes that ended in an acquisition */
+	KLI_LS_FAILED,      /* episodes that ended without one (try/timed gave up) */
+	KLI_LS_NSPIN,       /* spin phases */
+	KLI_LS_SPIN_NS,
+	KLI_LS_NSLEEP,      /* sleeps */
+	KLI_LS_SLEEP_NS,
+	KLI_LS_WAIT_NS,     /* begin..end of every episode */
+	KLI_LS_WAIT_MAX,
+	KLI_LS_ACQUIRED,    /* every acquisition (hold builds) */
+	KLI_LS_HOLD_NS,
+	KLI_LS_HOLD_MAX,
+	KLI_LS_NFIELDS
+};
+
+/* The key's third part: the lock kind, plus this bit for the shared (read) side. */
+#define KLI_LS_KF_READ 0x100u
+
+static inline uint32_t kli_ls_kf(enum kli_kind kind, unsigned flags)
+{
+	return (uint32_t)kind | ((flags & KLI_HF_READ) ? KLI_LS_KF_READ : 0u);
+}
+
+/* A finished episode in nanoseconds (kli_lockstat_record() converts struct kli_wait's
+ * ticks into one of these). Tests feed scripted episodes straight to kli_lockstat_episode. */
+struct kli_ls_episode {
+	uint32_t nspin, nsleep;
+	uint64_t spin_ns, sleep_ns;
+	uint64_t wait_ns;   /* begin to end: the phases plus the bookkeeping between them */
+};
+
+void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
+			  enum kli_kind kind, unsigned flags, const void *site);
+
+/* Library start-up (locks/init.c): exit hook, fork handler, KLOCK_LOCKSTAT. */
+void kli_lockstat_init(void);
+
+#if KLOCK_LOCKSTAT_HOLD
+/* Fast-path feeds for hold times (hooks.c: kli_instr_acquired / kli_instr_release). */
+void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
+			   const void *site);
+void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags);
+#endif
+
+#endif /* KL_LOCKSTAT_IMPL_H */

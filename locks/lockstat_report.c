@@ -1,0 +1,595 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/lockstat_report.c - lockstat's reports, built from a snapshot (lockstat.c).
+ *
+ * Text, in NetBSD lockstat(8)'s form:
+ *   Elapsed time: 2.01 seconds.
+ *   <what was recorded>, <threads/CPUs/totals>, "X% of CPU time was spent waiting ..."
+ *   -- <Event> (<lock type>)        one section per event (Spin, Sleep, Hold) and type
+ *   Total%  Count   Time/ms  Lock  Caller
+ *   an <all> row per lock, then its callers (symbol+offset), ranked by time or count
+ *   -- Summary by lock              FreeBSD LOCK_PROFILING's columns: contended, failed,
+ *                                   wait, max wait, (acquired, hold, max hold)
+ * JSON: the schema in docs/lockstat.md ("klock_lockstat": KL_LOCKSTAT_SCHEMA).
+ *
+ * Rows are grouped by (lock type, side, lock): sort the rows by that key, then each group
+ * is a contiguous run. Everything here runs at report time; nothing is on a lock path.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <klock/lockstat.h>
+#include <klock/names.h>
+#include "kl_internal.h"
+
+/* Longest lock or caller label printed. */
+#define LABEL_MAX 160
+/* Room a label keeps for "+0x<offset>" after a symbol name. */
+#define SYM_ROOM 24
+/* Widths of the lockstat(8) columns. */
+#define LOCK_COL 22
+#define NS_PER_MS 1e6
+#define NS_PER_US 1e3
+#define NS_PER_S 1e9
+/* Largest top=N accepted. */
+#define TOP_MAX 1000000u
+
+/* An event section: which counters of a row it shows. */
+enum ls_event { EV_SPIN, EV_SLEEP, EV_HOLD, EV_COUNT };
+
+static const char *const event_names[EV_COUNT] = { "Spin", "Sleep", "Hold" };
+
+static uint64_t ev_count(const struct kl_lockstat_row *r, enum ls_event ev)
+{
+	return ev == EV_SPIN ? r->spin_count : ev == EV_SLEEP ? r->sleep_count : r->acquisitions;
+}
+
+static uint64_t ev_time(const struct kl_lockstat_row *r, enum ls_event ev)
+{
+	return ev == EV_SPIN ? r->spin_ns : ev == EV_SLEEP ? r->sleep_ns : r->hold_ns;
+}
+
+/* The ranking key of a row in a section: time, or count with -c. */
+static uint64_t ev_key(const struct kl_lockstat_row *r, enum ls_event ev, bool by_count)
+{
+	return by_count ? ev_count(r, ev) : ev_time(r, ev);
+}
+
+/* Summary ranking: total wait, or contended acquisitions with -c. */
+static uint64_t wait_key(const struct kl_lockstat_row *r, bool by_count)
+{
+	return by_count ? r->contended + r->failed : r->wait_ns;
+}
+
+/* ---- grouping ------------------------------------------------------------------------- */
+
+static int cmp_group(const void *a, const void *b)
+{
+	const struct kl_lockstat_row *x = *(const struct kl_lockstat_row *const *)a;
+	const struct kl_lockstat_row *y = *(const struct kl_lockstat_row *const *)b;
+	int c = strcmp(x->kind, y->kind);
+
+	if (c != 0)
+		return c;
+	if (x->read != y->read)
+		return x->read ? 1 : -1;
+	if (x->lock != y->lock)
+		return (uintptr_t)x->lock < (uintptr_t)y->lock ? -1 : 1;
+	if (x->caller != y->caller)
+		return (uintptr_t)x->caller < (uintptr_t)y->caller ? -1 : 1;
+	return 0;
+}
+
+static bool same_group(const struct kl_lockstat_row *x, const struct kl_lockstat_row *y)
+{
+	return x->lock == y->lock && x->read == y->read && strcmp(x->kind, y->kind) == 0;
+}
+
+static bool same_type(const struct kl_lockstat_row *x, const struct kl_lockstat_row *y)
+{
+	return x->read == y->read && strcmp(x->kind, y->kind) == 0;
+}
+
+/* Adds @r into the group total @g (maxima for the *_max fields). */
+static void row_add(struct kl_lockstat_row *g, const struct kl_lockstat_row *r)
+{
+	g->acquisitions += r->acquisitions;
+	g->contended += r->contended;
+	g->failed += r->failed;
+	g->spin_count += r->spin_count;
+	g->spin_ns += r->spin_ns;
+	g->sleep_count += r->sleep_count;
+	g->sleep_ns += r->sleep_ns;
+	g->wait_ns += r->wait_ns;
+	g->hold_ns += r->hold_ns;
+	if (r->wait_max_ns > g->wait_max_ns)
+		g->wait_max_ns = r->wait_max_ns;
+	if (r->hold_max_ns > g->hold_max_ns)
+		g->hold_max_ns = r->hold_max_ns;
+}
+
+/* A lock's rows: sorted[first .. first + n), with their total. */
+struct group {
+	size_t first, n;
+	struct kl_lockstat_row total;
+	uint64_t key;   /* ranking key of the current section */
+};
+
+/* Splits sorted[0..n) into groups (one per lock, type and side). Returns the count. */
+static size_t make_groups(const struct kl_lockstat_row **sorted, size_t n, struct group *g)
+{
+	size_t ng = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || !same_group(sorted[i - 1], sorted[i])) {
+			/* the key fields of its first row, counters from zero */
+			g[ng] = (struct group){ .first = i };
+			g[ng].total.lock = sorted[i]->lock;
+			g[ng].total.kind = sorted[i]->kind;
+			g[ng].total.read = sorted[i]->read;
+			ng++;
+		}
+		g[ng - 1].n++;
+		row_add(&g[ng - 1].total, sorted[i]);
+	}
+	return ng;
+}
+
+static int cmp_group_key(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	return x->first < y->first ? -1 : 1;
+}
+
+/* Back to type/lock order (make_groups' order), after a section ranked them. */
+static int cmp_group_first(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* A caller row with its ranking key, for qsort. */
+struct caller_sort {
+	const struct kl_lockstat_row *row;
+	uint64_t key;
+};
+
+static int cmp_caller(const void *a, const void *b)
+{
+	const struct caller_sort *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	return (uintptr_t)x->row->caller < (uintptr_t)y->row->caller ? -1 : 1;
+}
+
+/* ---- labels ------------------------------------------------------------------------------ */
+
+static void lock_label(const void *lock, char *buf, size_t len)
+{
+	if (kl_lock_get_name(lock, buf, len) == 0)
+		snprintf(buf, len, "%p", lock);
+}
+
+/*
+ * "sym+0xoff" (dladdr, else the object's .symtab), else "object+0xoff" (for addr2line),
+ * else the address. *named tells whether a symbol was found; *obj is the object's path.
+ */
+static void caller_label(const void *addr, char *buf, size_t len, bool *named,
+			 const char **obj)
+{
+	char sym[LABEL_MAX - SYM_ROOM];
+	uintptr_t off;
+	Dl_info info;
+
+	*named = false;
+	*obj = NULL;
+	if (addr == NULL || dladdr(addr, &info) == 0) {
+		snprintf(buf, len, "%p", addr);
+		return;
+	}
+	*obj = info.dli_fname;
+	*named = true;
+	if (info.dli_sname != NULL) {
+		snprintf(buf, len, "%s+0x%lx", info.dli_sname,
+			 (unsigned long)((const char *)addr - (const char *)info.dli_saddr));
+	} else if (kli_symtab_lookup(addr, sym, sizeof(sym), &off)) {
+		snprintf(buf, len, "%s+0x%lx", sym, (unsigned long)off);
+	} else if (info.dli_fname != NULL) {
+		const char *base = strrchr(info.dli_fname, '/');
+
+		*named = false;
+		snprintf(buf, len, "%s+0x%lx", base != NULL ? base + 1 : info.dli_fname,
+			 (unsigned long)((const char *)addr - (const char *)info.dli_fbase));
+	} else {
+		*named = false;
+		snprintf(buf, len, "%p", addr);
+	}
+}
+
+/* ---- text ---------------------------------------------------------------------------------- */
+
+static void text_header(FILE *f, const struct kl_lockstat_snapshot *s)
+{
+	double el = (double)s->elapsed_ns / NS_PER_S;
+
+	fprintf(f, "Elapsed time: %.2f seconds.\n", el);
+	if (s->hold_times)
+		fputs("Recorded: every acquisition and its hold time (-Dlockstat_hold=true), "
+		      "and each contended acquisition's spin and sleep time.\n", f);
+	else
+		fputs("Recorded: contended acquisitions only (slow paths), as NetBSD lockstat(8) "
+		      "does; build with -Dlockstat_hold=true to count every acquisition and hold "
+		      "times.\n", f);
+	fprintf(f, "Threads: %u at most at once, on %u CPUs. Contended acquisitions: %llu, "
+		"failed attempts: %llu, events dropped: %llu.\n", s->threads, s->cpus,
+		(unsigned long long)s->contended, (unsigned long long)s->failed,
+		(unsigned long long)s->dropped);
+	if (s->hold_times)
+		fprintf(f, "Acquisitions: %llu (%.2f%% contended).\n",
+			(unsigned long long)s->acquisitions,
+			s->acquisitions != 0 ? 100.0 * (double)s->contended /
+						       (double)s->acquisitions : 0.0);
+	fprintf(f, "%.2f%% of CPU time was spent waiting for locks "
+		"(%.3f s of waits / (%.3f s elapsed x %u threads)).\n", s->wait_pct,
+		(double)s->wait_ns / NS_PER_S, el, s->threads);
+}
+
+static void text_row(FILE *f, double pct, uint64_t count, uint64_t ns, const char *lock,
+		     const char *caller)
+{
+	fprintf(f, "%6.2f %7llu %9.2f %-*s %s\n", pct, (unsigned long long)count,
+		(double)ns / NS_PER_MS, LOCK_COL, lock, caller);
+}
+
+/* The caller rows of group @g in section @ev, ranked. */
+static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
+			enum ls_event ev, bool by_count, uint64_t total, const char *lock)
+{
+	struct caller_sort *c = calloc(g->n, sizeof(*c));
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+	size_t n = 0;
+
+	if (c == NULL)
+		return ENOMEM;
+	for (size_t i = 0; i < g->n; i++) {
+		const struct kl_lockstat_row *r = sorted[g->first + i];
+
+		if (ev_count(r, ev) != 0)
+			c[n++] = (struct caller_sort){ r, ev_key(r, ev, by_count) };
+	}
+	qsort(c, n, sizeof(*c), cmp_caller);
+	for (size_t i = 0; i < n; i++) {
+		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
+		text_row(f, total != 0 ? 100.0 * (double)c[i].key / (double)total : 0.0,
+			 ev_count(c[i].row, ev), ev_time(c[i].row, ev), lock, label);
+	}
+	free(c);
+	return 0;
+}
+
+/* One "-- <Event> (<type>)" section over groups g[0..ng) of one lock type. */
+static int text_section(FILE *f, const struct kl_lockstat_row **sorted, struct group *g,
+			size_t ng, enum ls_event ev, const struct kl_lockstat_options *o)
+{
+	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	char lock[LABEL_MAX];
+	uint64_t total = 0;
+	size_t shown = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < ng; i++) {
+		g[i].key = ev_key(&g[i].total, ev, by_count);
+		total += g[i].key;
+		shown += ev_count(&g[i].total, ev) != 0;
+	}
+	if (shown == 0)
+		return 0;
+	qsort(g, ng, sizeof(*g), cmp_group_key);
+	fprintf(f, "\n-- %s (%s%s)\n\n", event_names[ev], sorted[g[0].first]->kind,
+		sorted[g[0].first]->read ? ", read" : "");
+	fprintf(f, "Total%%  Count   Time/ms          Lock                       Caller\n");
+	fprintf(f, "------ ------- --------- ---------------------- "
+		"------------------------------\n");
+	for (size_t i = 0, n = 0; i < ng && err == 0; i++) {
+		if (ev_count(&g[i].total, ev) == 0 || (o->top != 0 && n++ >= o->top))
+			continue;
+		lock_label(sorted[g[i].first]->lock, lock, sizeof(lock));
+		text_row(f, total != 0 ? 100.0 * (double)g[i].key / (double)total : 0.0,
+			 ev_count(&g[i].total, ev), ev_time(&g[i].total, ev), lock, "<all>");
+		if (!(o->flags & KL_LOCKSTAT_LOCKS))
+			err = text_callers(f, sorted, &g[i], ev, by_count, total, lock);
+	}
+	return err;
+}
+
+/* "-- Summary by lock": every group of every type, ranked by wait (or count). */
+static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct group *g,
+			 size_t ng, const struct kl_lockstat_snapshot *s,
+			 const struct kl_lockstat_options *o)
+{
+	char lock[LABEL_MAX], type[LABEL_MAX];
+
+	for (size_t i = 0; i < ng; i++)
+		g[i].key = wait_key(&g[i].total, (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
+	qsort(g, ng, sizeof(*g), cmp_group_key);
+	fprintf(f, "\n-- Summary by lock\n\n");
+	fprintf(f, " Contended   Failed    Wait/ms MaxWait/us%s Lock                   Type\n",
+		s->hold_times ? "   Acquired    Hold/ms MaxHold/us" : "");
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		const struct kl_lockstat_row *t = &g[i].total;
+
+		lock_label(sorted[g[i].first]->lock, lock, sizeof(lock));
+		snprintf(type, sizeof(type), "%s%s", t->kind, t->read ? " (read)" : "");
+		fprintf(f, "%10llu %8llu %10.2f %10.1f", (unsigned long long)t->contended,
+			(unsigned long long)t->failed, (double)t->wait_ns / NS_PER_MS,
+			(double)t->wait_max_ns / NS_PER_US);
+		if (s->hold_times)
+			fprintf(f, " %10llu %10.2f %10.1f", (unsigned long long)t->acquisitions,
+				(double)t->hold_ns / NS_PER_MS, (double)t->hold_max_ns / NS_PER_US);
+		fprintf(f, " %-*s %s\n", LOCK_COL, lock, type);
+	}
+}
+
+static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
+		       const struct kl_lockstat_row **sorted, struct group *g, size_t ng,
+		       const struct kl_lockstat_options *o)
+{
+	int err = 0;
+
+	text_header(f, s);
+	/* Groups of one lock type are contiguous (sorted by type first). */
+	for (size_t a = 0, b; a < ng && err == 0; a = b) {
+		for (b = a + 1; b < ng && same_type(sorted[g[a].first], sorted[g[b].first]); b++)
+			;
+		for (int ev = 0; ev < EV_COUNT && err == 0; ev++) {
+			if (ev == EV_HOLD && !s->hold_times)
+				continue;
+			err = text_section(f, sorted, g + a, b - a, (enum ls_event)ev, o);
+			/* text_section reorders g[a..b): restore the type order for the next */
+			qsort(g + a, b - a, sizeof(*g), cmp_group_first);
+		}
+	}
+	if (err == 0 && ng > 0)
+		text_summary(f, sorted, g, ng, s, o);
+	return err;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------- */
+
+static void json_str(FILE *f, const char *s)
+{
+	if (s == NULL) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* "name": v, or "name": null when the build does not measure it; then @sep. */
+static void json_opt_u64(FILE *f, const char *name, uint64_t v, bool valid, const char *sep)
+{
+	if (valid)
+		fprintf(f, "\"%s\": %llu%s", name, (unsigned long long)v, sep);
+	else
+		fprintf(f, "\"%s\": null%s", name, sep);
+}
+
+/* The counters every lock and caller object carries (no separator after the last). */
+static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
+{
+	json_opt_u64(f, "acquisitions", r->acquisitions, hold, ", ");
+	fprintf(f, "\"contended\": %llu, \"failed\": %llu, \"spin_count\": %llu, "
+		"\"spin_ns\": %llu, \"sleep_count\": %llu, \"sleep_ns\": %llu, "
+		"\"wait_ns\": %llu, \"wait_max_ns\": %llu, ",
+		(unsigned long long)r->contended, (unsigned long long)r->failed,
+		(unsigned long long)r->spin_count, (unsigned long long)r->spin_ns,
+		(unsigned long long)r->sleep_count, (unsigned long long)r->sleep_ns,
+		(unsigned long long)r->wait_ns, (unsigned long long)r->wait_max_ns);
+	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
+	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, "");
+}
+
+static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
+			bool hold, bool by_count)
+{
+	struct caller_sort *c = calloc(g->n, sizeof(*c));
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	if (c == NULL)
+		return ENOMEM;
+	for (size_t i = 0; i < g->n; i++)
+		c[i] = (struct caller_sort){ sorted[g->first + i],
+					     wait_key(sorted[g->first + i], by_count) };
+	qsort(c, g->n, sizeof(*c), cmp_caller);
+	for (size_t i = 0; i < g->n; i++) {
+		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
+		fprintf(f, "%s\n        {\"caller\": \"0x%lx\", \"symbol\": ", i ? "," : "",
+			(unsigned long)(uintptr_t)c[i].row->caller);
+		json_str(f, named ? label : NULL);
+		fputs(", \"object\": ", f);
+		json_str(f, obj);
+		fputs(", ", f);
+		json_stats(f, c[i].row, hold);
+		fputc('}', f);
+	}
+	free(c);
+	return 0;
+}
+
+static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
+		     const struct kl_lockstat_snapshot *s, const struct kl_lockstat_options *o)
+{
+	char name[LABEL_MAX];
+	int err = 0;
+
+	fprintf(f, "\n    {\"lock\": \"0x%lx\", \"name\": ",
+		(unsigned long)(uintptr_t)g->total.lock);
+	json_str(f, kl_lock_get_name(g->total.lock, name, sizeof(name)) > 0 ? name : NULL);
+	fputs(", \"kind\": ", f);
+	json_str(f, g->total.kind);
+	fprintf(f, ", \"read\": %s, ", g->total.read ? "true" : "false");
+	json_stats(f, &g->total, s->hold_times);
+	fputs(", \"callers\": [", f);
+	if (!(o->flags & KL_LOCKSTAT_LOCKS))
+		err = json_callers(f, sorted, g, s->hold_times,
+				   (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
+	fputs("]}", f);
+	return err;
+}
+
+static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
+		       const struct kl_lockstat_row **sorted, struct group *g, size_t ng,
+		       const struct kl_lockstat_options *o)
+{
+	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	int err = 0;
+
+	for (size_t i = 0; i < ng; i++)
+		g[i].key = wait_key(&g[i].total, by_count);
+	qsort(g, ng, sizeof(*g), cmp_group_key);
+	fprintf(f, "{\"klock_lockstat\": %d, \"lockstat_built\": true, \"recording\": %s, "
+		"\"hold_times\": %s, \"sort\": \"%s\",\n", KL_LOCKSTAT_SCHEMA,
+		s->recording ? "true" : "false", s->hold_times ? "true" : "false",
+		by_count ? "count" : "time");
+	fprintf(f, "  \"elapsed_ns\": %llu, \"threads\": %u, \"cpus\": %u, \"wait_ns\": %llu, "
+		"\"wait_pct\": %.4f,\n", (unsigned long long)s->elapsed_ns, s->threads, s->cpus,
+		(unsigned long long)s->wait_ns, s->wait_pct);
+	fputs("  ", f);
+	json_opt_u64(f, "acquisitions", s->acquisitions, s->hold_times, ", ");
+	fprintf(f, "\"contended\": %llu, \"failed\": %llu, \"dropped\": %llu,\n  \"locks\": [",
+		(unsigned long long)s->contended, (unsigned long long)s->failed,
+		(unsigned long long)s->dropped);
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top) && err == 0; i++) {
+		if (i != 0)
+			fputc(',', f);
+		err = json_lock(f, sorted, &g[i], s, o);
+	}
+	fputs("\n  ]\n}\n", f);
+	return err;
+}
+
+/* ---- entry points ---------------------------------------------------------------------- */
+
+int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
+				const struct kl_lockstat_options *opt)
+{
+	static const struct kl_lockstat_options defaults;
+	const struct kl_lockstat_options *o = opt != NULL ? opt : &defaults;
+	const struct kl_lockstat_row **sorted = malloc((s->nrows + 1) * sizeof(*sorted));
+	struct group *g = malloc((s->nrows + 1) * sizeof(*g));
+	size_t ng;
+	int err = ENOMEM;
+
+	if (sorted != NULL && g != NULL) {
+		for (size_t i = 0; i < s->nrows; i++)
+			sorted[i] = &s->rows[i];
+		qsort(sorted, s->nrows, sizeof(*sorted), cmp_group);
+		ng = make_groups(sorted, s->nrows, g);
+		if (o->flags & KL_LOCKSTAT_JSON)
+			err = json_report(f, s, sorted, g, ng, o);
+		else
+			err = text_report(f, s, sorted, g, ng, o);
+	}
+	free(sorted);
+	free(g);
+	if (err == 0 && (fflush(f) != 0 || ferror(f)))
+		err = EIO;
+	return err;
+}
+
+int kl_lockstat_report(FILE *f, const struct kl_lockstat_options *opt)
+{
+	struct kl_lockstat_snapshot s;
+	int err = kl_lockstat_snapshot(&s);
+
+	if (err == ENOTSUP) {
+		if (opt != NULL && (opt->flags & KL_LOCKSTAT_JSON))
+			fprintf(f, "{\"klock_lockstat\": %d, \"lockstat_built\": false}\n",
+				KL_LOCKSTAT_SCHEMA);
+		else
+			fputs("lockstat: compiled out of this build (-Dlockstat=false); "
+			      "nothing recorded.\n", f);
+		fflush(f);
+		return ENOTSUP;
+	}
+	if (err != 0)
+		return err;
+	err = kl_lockstat_report_snapshot(f, &s, opt);
+	kl_lockstat_snapshot_free(&s);
+	return err;
+}
+
+/* One option word into @o; false if unknown. */
+static bool parse_word(const char *w, struct kl_lockstat_options *o)
+{
+	char *end;
+	unsigned long n;
+
+	if (strcmp(w, "1") == 0 || strcmp(w, "callers") == 0)
+		o->flags &= ~KL_LOCKSTAT_LOCKS;
+	else if (strcmp(w, "text") == 0)
+		o->flags &= ~KL_LOCKSTAT_JSON;
+	else if (strcmp(w, "json") == 0)
+		o->flags |= KL_LOCKSTAT_JSON;
+	else if (strcmp(w, "time") == 0)
+		o->flags &= ~KL_LOCKSTAT_BY_COUNT;
+	else if (strcmp(w, "count") == 0)
+		o->flags |= KL_LOCKSTAT_BY_COUNT;
+	else if (strcmp(w, "locks") == 0)
+		o->flags |= KL_LOCKSTAT_LOCKS;
+	else if (strncmp(w, "top=", 4) == 0 && w[4] >= '0' && w[4] <= '9') {
+		n = strtoul(w + 4, &end, 10);
+		if (*end != '\0' || n > TOP_MAX)
+			return false;
+		o->top = (unsigned)n;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
+{
+	struct kl_lockstat_options o = { 0 };
+	char word[32];
+
+	*opt = o;
+	while (*s != '\0') {
+		size_t n = strcspn(s, ", ");
+
+		if (n == 0) {
+			s++;
+			continue;
+		}
+		if (n >= sizeof(word))
+			return EINVAL;
+		memcpy(word, s, n);
+		word[n] = '\0';
+		s += n;
+		if (!parse_word(word, &o))
+			return EINVAL;
+	}
+	*opt = o;
+	return 0;
+}
