@@ -71,7 +71,8 @@ enum kli_kind {
 #define KLI_HF_TRY (1u << 1)      /* a try or timed attempt: may fail */
 #define KLI_HF_FAILED (1u << 2)   /* the attempt failed; nothing was acquired */
 #define KLI_HF_SPIN (1u << 3)     /* the lock never sleeps (a spinlock) */
-#define KLI_HF_RECURSE (1u << 4)  /* a permitted recursive acquisition */
+#define KLI_HF_RECURSE (1u << 4)  /* a permitted recursive acquisition; in created: the
+                                   * lock permits recursion (witness stays quiet) */
 #define KLI_HF_STATIC (1u << 5)   /* created: statically initialised, seen on first use */
 
 /* Kind names as reports print them ("mutex", "rwlock", ...). */

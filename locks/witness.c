@@ -23,7 +23,9 @@
  *                acquisition whose edge would close a cycle is reported, not added.
  *
  * Checks, in kli_witness_acquire() (blocking attempts only: a trylock cannot deadlock):
- *   recursion     the lock is on this thread's stack and the attempt lacks KLI_HF_RECURSE;
+ *   recursion     the lock is on this thread's stack, the attempt lacks KLI_HF_RECURSE and
+ *                 the lock was not created with it (a lock that permits recursion, such as
+ *                 an rmlock with KL_RM_RECURSE, says so once, in created);
  *   spin context  a sleeping lock while a KLI_HF_SPIN lock is held;
  *   same class    a lock of a class already held (DUPOK and subclasses say "intended");
  *   order         for each held class H: edge H -> B known (cached) or B reaches H in the
@@ -110,6 +112,7 @@ struct wit_lock {
 	const void *lock;
 	enum kli_kind kind;
 	bool spin, dupok;
+	bool recurse;             /* created with KLI_HF_RECURSE: recursion is permitted */
 	char cname[WIT_NAME_MAX]; /* kl_witness_set_class() name, "" if none */
 	uint32_t cls[KL_WITNESS_SUBCLASSES], gen[KL_WITNESS_SUBCLASSES];
 };
@@ -117,7 +120,7 @@ struct wit_lock {
 /* What an acquisition resolves to. */
 struct wit_ref {
 	uint32_t cls, gen;
-	bool spin, dupok;
+	bool spin, dupok, recurse;
 };
 
 struct wit_held {
@@ -391,7 +394,7 @@ static struct wit_lock *lock_get(const void *lock, enum kli_kind kind, unsigned 
 /* Fixes the class of (@l, @sub) on first use. Under wit_mutex. */
 static struct wit_ref lock_class(struct wit_lock *l, unsigned sub)
 {
-	struct wit_ref r = { l->cls[sub], l->gen[sub], l->spin, l->dupok };
+	struct wit_ref r = { l->cls[sub], l->gen[sub], l->spin, l->dupok, l->recurse };
 	char base[WIT_NAME_MAX], full[WIT_NAME_MAX + 16];
 	bool named = true;
 
@@ -440,7 +443,7 @@ static struct wit_ref lookup(struct kli_witness_thread *w, const void *lock,
 {
 	unsigned zg = atomic_load_explicit(&wit_zapgen, memory_order_acquire); /* Z2 */
 	unsigned i = (unsigned)(((uintptr_t)lock >> 4) + sub) & (WIT_LCACHE - 1);
-	struct wit_ref r = { 0, 0, kind_spins(kind, flags), false };
+	struct wit_ref r = { 0, 0, kind_spins(kind, flags), false, false };
 	struct wit_lock *l;
 
 	if (w->lcache[i].lock == lock && w->lcache[i].sub == sub && w->lcache[i].zapgen == zg)
@@ -747,7 +750,7 @@ void kli_witness_acquire(const void *lock, enum kli_kind kind, unsigned flags,
 		const struct wit_held *h = &w->held[i];
 
 		if (atomic_load_explicit(&h->lock, memory_order_relaxed) == lock) {
-			if (!(flags & KLI_HF_RECURSE))
+			if (!(flags & KLI_HF_RECURSE) && !b.recurse)
 				report_recursion(h, lock, kind, site);
 			continue;
 		}
@@ -880,6 +883,7 @@ void kli_witness_created(const void *lock, enum kli_kind kind, unsigned flags)
 		lock_unclass(l);
 		l->kind = kind;
 		l->spin = kind_spins(kind, flags);
+		l->recurse = (flags & KLI_HF_RECURSE) != 0;
 	}
 	atomic_fetch_add_explicit(&wit_zapgen, 1, memory_order_release); /* Z1: pairs with Z2 */
 	kli_wordlock_unlock(&wit_mutex);

@@ -178,6 +178,9 @@ PLANT void case_recursion_allowed(void)
 	named_abc();
 	fake_lock_flags(&lock_a, KLI_KIND_RMLOCK, KLI_HF_READ);
 	fake_lock_flags(&lock_a, KLI_KIND_RMLOCK, KLI_HF_READ | KLI_HF_RECURSE);
+	kli_hook_created(&lock_s, KLI_KIND_RMLOCK, KLI_HF_RECURSE); /* the lock permits it */
+	fake_lock_flags(&lock_s, KLI_KIND_RMLOCK, KLI_HF_READ);
+	fake_lock_flags(&lock_s, KLI_KIND_RMLOCK, KLI_HF_READ);
 	PLANT_END();
 }
 
