@@ -91,4 +91,21 @@ bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off)
 /* Number of reports made so far (tests count them). */
 unsigned long kli_report_count(void);
 
+/* ---- test points (fault injection, locks/report.c) --------------------------------- */
+
+/* A test sets this to widen a race window at a named place on a slow path (it may sleep
+ * there); NULL otherwise. Read with one relaxed load and a predicted branch, on slow paths
+ * only. Points: "rwlock.read_sleep.checked" (a counted reader, after its grant check,
+ * before its last look at the word). */
+typedef void (*kli_test_hook_fn)(const char *point);
+extern _Atomic(kli_test_hook_fn) kli_test_hook;
+
+static inline void kli_test_point(const char *point)
+{
+	kli_test_hook_fn f = atomic_load_explicit(&kli_test_hook, memory_order_relaxed);
+
+	if (kl_unlikely(f != NULL))
+		f(point);
+}
+
 #endif /* KL_INTERNAL_H */

@@ -111,6 +111,7 @@ enum kli_park_result kli_park(const struct kli_park_req *req, uintptr_t *token)
 	atomic_store_explicit(&self->park_key, req->key, memory_order_relaxed);
 	self->park_token = 0;
 	self->park_since = req->since_ns != 0 ? req->since_ns : kli_now_ns();
+	self->park_cookie = req->cookie;
 	atomic_store_explicit(&self->park_state, KLI_PARK_WAITING, memory_order_relaxed);
 	queue_append(b, self);
 	kli_wordlock_unlock(&b->lock);
@@ -148,6 +149,7 @@ bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg)
 	if (t != NULL) {
 		queue_unlink(b, prev, t);
 		r.unparked = true;
+		r.thread = t;
 		r.waited_ns = kli_now_ns() - t->park_since;
 		for (u = prev != NULL ? prev->park_next : b->head; u != NULL; u = u->park_next)
 			if (key_of(u) == key) {
@@ -162,6 +164,25 @@ bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg)
 	kli_wordlock_unlock(&b->lock);
 	if (t != NULL)
 		kl_wake(&t->park_state, 1);
+	return t != NULL;
+}
+
+bool kli_unpark_cookie(const void *key, uintptr_t cookie, uintptr_t token)
+{
+	struct park_bucket *b = bucket_of(key);
+	struct kli_thread *prev = NULL, *t;
+
+	kli_wordlock_lock(&b->lock);
+	for (t = b->head; t != NULL; prev = t, t = t->park_next)
+		if (key_of(t) == key && t->park_cookie == cookie)
+			break;
+	if (t != NULL) {
+		queue_unlink(b, prev, t);
+		release_parked(t, token);
+	}
+	kli_wordlock_unlock(&b->lock);
+	if (t != NULL)
+		kl_wake(&t->park_state, 1); /* a late wake of a recycled record is spurious */
 	return t != NULL;
 }
 
@@ -213,8 +234,9 @@ unsigned kli_unpark_requeue(const void *from, const void *to, unsigned nwake, ui
 			    kli_requeue_fn fn, void *arg)
 {
 	struct park_bucket *bf = bucket_of(from), *bt = bucket_of(to);
-	struct kli_thread *prev = NULL, *t, *next;
+	struct kli_thread *prev = NULL, *t, *next, *wake_list = NULL;
 	unsigned woken = 0, moved = 0;
+	uint64_t now = kli_now_ns();
 
 	lock_two(bf, bt);
 	for (t = bf->head; t != NULL; t = next) {
@@ -225,17 +247,27 @@ unsigned kli_unpark_requeue(const void *from, const void *to, unsigned nwake, ui
 		}
 		queue_unlink(bf, prev, t);
 		if (woken < nwake) {
-			release_parked(t, token);
-			kl_wake(&t->park_state, 1);
+			/* Dequeued but still WAITING: collected (park_next is free now) and
+			 * released only after fn ran, so what fn publishes is there before
+			 * any of them can run (kl_cond sets the mutex's PARKED bit). */
+			t->park_next = wake_list;
+			wake_list = t;
 			woken++;
 		} else {
 			atomic_store_explicit(&t->park_key, to, memory_order_relaxed);
+			t->park_since = now;
 			queue_append(bt, t);
 			moved++;
 		}
 	}
 	if (fn != NULL)
 		fn(woken, moved, arg);
+	for (t = wake_list; t != NULL; t = next) {
+		next = t->park_next;
+		t->park_next = NULL;
+		release_parked(t, token);
+		kl_wake(&t->park_state, 1); /* under the locks, as in kli_unpark_all() */
+	}
 	unlock_two(bf, bt);
 	return woken;
 }

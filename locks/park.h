@@ -39,16 +39,22 @@ struct kli_park_req {
 	void *arg;
 	uint64_t since_ns;               /* when this acquisition started waiting (0 = now) */
 	const struct timespec *abstime;  /* absolute CLOCK_MONOTONIC deadline or NULL */
+	uintptr_t cookie;                /* what this waiter waits for, for kli_unpark_cookie()
+	                                  * (a ticket number, say); 0 when unused */
 };
 
 /* Queue the calling thread on req->key (if validate agrees) and sleep until unparked or the
- * deadline passes. Signals do not interrupt it. */
+ * deadline passes. Signals do not interrupt it. After KLI_PARK_TIMEDOUT the caller's
+ * record says which queue it left: self->park_key (req->key, unless a requeue moved it). */
 enum kli_park_result kli_park(const struct kli_park_req *req, uintptr_t *token);
 
 struct kli_unpark_result {
 	bool unparked;       /* a thread was dequeued and will wake */
 	bool more;           /* other threads remain queued on the key */
 	uint64_t waited_ns;  /* how long the dequeued thread has waited (since its since_ns) */
+	struct kli_thread *thread; /* the dequeued thread's record (NULL when none): a hand-off
+	                            * can name the new owner before it wakes; fields that thread
+	                            * wrote before parking are visible (bucket lock) */
 };
 
 /* Runs under the bucket lock once the dequeue is decided; returns the token to hand over. */
@@ -58,15 +64,22 @@ typedef uintptr_t (*kli_unpark_fn)(const struct kli_unpark_result *r, void *arg)
  * in every case, also when nobody was queued. Returns true if a thread was woken. */
 bool kli_unpark_one(const void *key, kli_unpark_fn fn, void *arg);
 
+/* Wake the longest-queued thread on @key whose request carried @cookie (a directed wake-up:
+ * the ticket lock wakes exactly the ticket that is next). Returns true if one was woken. */
+bool kli_unpark_cookie(const void *key, uintptr_t cookie, uintptr_t token);
+
 /* Wake every thread queued on @key, handing each @token. Returns how many. */
 unsigned kli_unpark_all(const void *key, uintptr_t token);
 
-/* Runs under both bucket locks after a requeue: how many were woken and moved. */
+/* Runs under both bucket locks after a requeue, before any woken thread is released (so
+ * what it publishes is visible to them): how many were woken and moved. */
 typedef void (*kli_requeue_fn)(unsigned woken, unsigned moved, void *arg);
 
 /* Wake up to @nwake threads queued on @from (handing them @token) and move the rest, in
- * order, to the tail of @to's queue without waking them. @fn (NULL ok) runs under both
- * bucket locks. Returns the number woken. @from != @to. */
+ * order, to the tail of @to's queue without waking them. A moved thread's wait clock
+ * restarts (waited_ns on @to counts from the move: time spent on a condvar is not time
+ * spent starving on its mutex). @fn (NULL ok) runs under both bucket locks. Returns the
+ * number woken. @from != @to. */
 unsigned kli_unpark_requeue(const void *from, const void *to, unsigned nwake, uintptr_t token,
 			    kli_requeue_fn fn, void *arg);
 

@@ -80,6 +80,8 @@ void kli_report(const char *what, const char *kind, const void *lock, const void
 		abort();
 }
 
+_Atomic(kli_test_hook_fn) kli_test_hook;
+
 unsigned long kli_report_count(void)
 {
 	return atomic_load_explicit(&report_count, memory_order_relaxed);

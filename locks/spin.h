@@ -68,4 +68,55 @@ static inline void kli_yield(void)
 	sched_yield();
 }
 
+/*
+ * Waiting for another thread to finish a few instructions (an MCS successor linking
+ * itself in, a ticket holder): nothing to give up on, but that thread may have been
+ * preempted, so after KLI_STALL_NS of polling give it our CPU and poll again.
+ */
+#define KLI_STALL_NS 20000u /* about one futex round trip: enough for a running thread */
+
+static inline void kli_spin_stall(struct kli_spin *s)
+{
+	if (!kli_spin_poll(s)) {
+		kli_yield();
+		kli_spin_start(s, KLI_STALL_NS);
+	}
+}
+
+/*
+ * Adaptive budgets (kl_mutex, kl_rwlock). A lock keeps, in a 32-bit word, an EWMA of how
+ * long its recent spins needed (ns; weight 1/8, the weight glibc's adaptive mutex uses).
+ * The next spin gets twice that plus a floor, capped: spin about as long as recent waits
+ * needed, never much longer than a sleep/wake round trip would cost (the 2-competitive
+ * rule). A spin that succeeded after t ns feeds t; one that gave up feeds the budget it
+ * spent (a censored sample: "needed at least that"), as glibc feeds its maximum. So short
+ * waits pull the budget down to about twice their length, and waits longer than the budget
+ * push it to the cap, never below what the waits need (a decaying rule - failures feed 0 -
+ * locks itself into ever shorter budgets, more failures and a sleep per acquisition once a
+ * few spins fail; measured in the two-thread duel). Updates are racy by design: a lost
+ * update only delays adaptation. Only slow paths read or write it.
+ */
+#define KLI_SPIN_MIN_NS 1000u    /* floor: shorter than the cheapest park+unpark here */
+#define KLI_SPIN_MAX_NS 10000u   /* cap: ~2 futex wait/wake round trips (docs/substrate.md) */
+#define KLI_SPIN_EWMA_SHIFT 3    /* newest sample weighs 1/8 */
+
+static inline uint64_t kli_spin_budget(const _Atomic uint32_t *ewma)
+{
+	uint64_t b = 2 * (uint64_t)atomic_load_explicit(ewma, memory_order_relaxed) +
+		     KLI_SPIN_MIN_NS;
+
+	return b < KLI_SPIN_MAX_NS ? b : KLI_SPIN_MAX_NS;
+}
+
+/* Feeds one spin's outcome: the @spent_ns it took (whether it @acquired or gave up). */
+static inline void kli_spin_learn(_Atomic uint32_t *ewma, bool acquired, uint64_t spent_ns)
+{
+	int64_t e = atomic_load_explicit(ewma, memory_order_relaxed);
+	int64_t sample = (int64_t)(spent_ns < KLI_SPIN_MAX_NS ? spent_ns : KLI_SPIN_MAX_NS);
+
+	(void)acquired; /* a failure's spent time is a lower bound: the same sample */
+	e += (sample - e) / (1 << KLI_SPIN_EWMA_SHIFT);
+	atomic_store_explicit(ewma, (uint32_t)e, memory_order_relaxed);
+}
+
 #endif /* KL_SPIN_H */

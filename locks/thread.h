@@ -32,6 +32,16 @@ struct kli_thread {
 	_Atomic(const void *) park_key; /* address parked on; changes only under its bucket lock */
 	uintptr_t park_token;           /* value handed over by the unparker */
 	uint64_t park_since;            /* kli_now_ns() when it parked (fairness) */
+	uintptr_t park_cookie;          /* the request's cookie (kli_unpark_cookie) */
+
+	/* -- adaptive locks: the OSQ spinner node (locks/osq.c) and the mutex waiter's
+	 *    hand-off bookkeeping (locks/mutex.c) */
+	_Atomic(struct kli_thread *) osq_next; /* successor queued behind us */
+	_Atomic(struct kli_thread *) osq_prev; /* predecessor; rewritten when it unqueues */
+	_Atomic uint32_t osq_locked;    /* 1: the predecessor passed us the head of the queue */
+	uint32_t mtx_losses;            /* times this waiter was woken without a hand-off and
+	                                 * lost the race again; written before kli_park(), read
+	                                 * by the unparker under the bucket lock */
 
 	/* -- registry */
 	struct kli_thread *all_next;    /* registry list; never unlinked */

@@ -199,6 +199,105 @@ static void test_unpark_publishes_writes_to_the_wakee(void **state)
 	assert_int_equal(p.data_seen, 1234);
 }
 
+static int requeue_data;
+
+static void publish_late(unsigned woken, unsigned moved, void *arg)
+{
+	klt_sleep_ms(20); /* a wakee released before this would read 0 */
+	requeue_data = 4321;
+}
+
+static void test_requeue_callback_runs_before_the_wakee_is_released(void **state)
+{
+	static int from, to;
+	struct parker p = { .key = &from, .data = &requeue_data };
+	pthread_t t;
+
+	requeue_data = 0;
+	assert_int_equal(pthread_create(&t, NULL, park_thread, &p), 0);
+	while (kli_park_queued(&from) != 1)
+		klt_sleep_ms(1);
+	assert_int_equal(kli_unpark_requeue(&from, &to, 1, 0, publish_late, NULL), 1);
+	pthread_join(t, NULL);
+	assert_int_equal(p.data_seen, 4321);
+}
+
+struct whom { struct kli_thread *thread; uint64_t waited_ns; };
+
+static uintptr_t note_whom(const struct kli_unpark_result *r, void *arg)
+{
+	struct whom *w = arg;
+
+	w->thread = r->thread;
+	w->waited_ns = r->waited_ns;
+	return 0;
+}
+
+struct self_parker { struct parker p; _Atomic(struct kli_thread *) rec; };
+
+static void *park_thread_self(void *arg)
+{
+	struct self_parker *sp = arg;
+
+	atomic_store(&sp->rec, kli_self());
+	return park_thread(&sp->p);
+}
+
+static void test_unpark_names_the_thread_and_requeue_restarts_its_clock(void **state)
+{
+	static int from, to;
+	struct self_parker sp = { .p = { .key = &from } };
+	struct whom w = { 0 };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, park_thread_self, &sp), 0);
+	while (kli_park_queued(&from) != 1)
+		klt_sleep_ms(1);
+	klt_sleep_ms(30);
+	assert_int_equal(kli_unpark_requeue(&from, &to, 0, 0, NULL, NULL), 0);
+	assert_true(kli_unpark_one(&to, note_whom, &w));
+	pthread_join(t, NULL);
+	assert_ptr_equal(w.thread, atomic_load(&sp.rec));
+	/* 30 ms on `from`, next to nothing on `to`: the clock restarted at the move. */
+	assert_true(w.waited_ns < 30 * 1000000ull);
+}
+
+struct cookie_parker { struct parker p; uintptr_t cookie; };
+
+static void *park_thread_cookie(void *arg)
+{
+	struct cookie_parker *cp = arg;
+	struct kli_park_req req = { .key = cp->p.key, .cookie = cp->cookie };
+
+	cp->p.res = kli_park(&req, &cp->p.token);
+	return NULL;
+}
+
+static void test_unpark_cookie_wakes_exactly_the_matching_waiter(void **state)
+{
+	static int key;
+	struct cookie_parker cp[3];
+	pthread_t t[3];
+
+	for (int i = 0; i < 3; i++) {
+		cp[i] = (struct cookie_parker){ .p = { .key = &key }, .cookie = 10 + (uintptr_t)i };
+		assert_int_equal(pthread_create(&t[i], NULL, park_thread_cookie, &cp[i]), 0);
+		while (kli_park_queued(&key) != (unsigned)i + 1)
+			klt_sleep_ms(1);
+	}
+	assert_false(kli_unpark_cookie(&key, 99, 5)); /* nobody waits for 99 */
+	assert_true(kli_unpark_cookie(&key, 11, 5));  /* the middle one, not the oldest */
+	pthread_join(t[1], NULL);
+	assert_int_equal(cp[1].p.token, 5);
+	assert_int_equal(kli_park_queued(&key), 2);
+	assert_true(kli_unpark_cookie(&key, 10, 6));
+	assert_true(kli_unpark_cookie(&key, 12, 7));
+	pthread_join(t[0], NULL);
+	pthread_join(t[2], NULL);
+	assert_int_equal(cp[0].p.token, 6);
+	assert_int_equal(cp[2].p.token, 7);
+}
+
 /* ---- wordlock: mutual exclusion under contention (CK-style counter) ---- */
 #define WL_THREADS 4
 
@@ -242,6 +341,9 @@ int main(void)
 		cmocka_unit_test(test_requeue_wakes_one_and_moves_the_rest),
 		cmocka_unit_test(test_requeued_waiter_can_still_time_out),
 		cmocka_unit_test(test_unpark_publishes_writes_to_the_wakee),
+		cmocka_unit_test(test_requeue_callback_runs_before_the_wakee_is_released),
+		cmocka_unit_test(test_unpark_cookie_wakes_exactly_the_matching_waiter),
+		cmocka_unit_test(test_unpark_names_the_thread_and_requeue_restarts_its_clock),
 		cmocka_unit_test(test_wordlock_excludes_under_contention),
 	};
 

@@ -12,6 +12,12 @@
 #include <klock/fence.h>
 #include <klock/witness.h>
 #include <klock/lockstat.h>
+#include <klock/names.h>
+#include <klock/ticket.h>
+#include <klock/mcs.h>
+#include <klock/mutex.h>
+#include <klock/cond.h>
+#include <klock/rwlock.h>
 
 KL_BEGIN_DECLS
 

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * klock/rwlock.h - the adaptive reader-writer lock (OpenBSD 2025 / FreeBSD rw design).
+ *
+ * One word holds either the number of readers or the writing thread plus a flag; an
+ * uncontended read or write lock is one compare-and-swap. Contended lockers spin for a
+ * time budget learnt from recent waits, then sleep. Sleepers are COUNTED in separate
+ * words (the OpenBSD 2024 rework): an unlock wakes one writer, or all readers, and only
+ * when someone sleeps - never the whole herd to re-sleep.
+ *
+ * Policy: writer preference with phase-fair hand-off. A new reader defers to a sleeping
+ * writer (so readers cannot starve writers); when a writer unlocks while readers sleep,
+ * it hands the lock to all of them at once (they wake already holding it), before any
+ * other writer (so writers cannot starve readers either). Bounds: a sleeping writer waits
+ * for at most the readers inside when it went to sleep plus the reader batch granted by
+ * the writer before it; a sleeping reader waits for at most one writer critical section
+ * after the current one. Writers among themselves are not FIFO. Design and bounds:
+ * docs/design-adaptive.md.
+ *
+ * Not recursive on either side: a thread that read-locks twice can deadlock against a
+ * waiting writer (the read-recursion trap of every writer-preferring rwlock), and one that
+ * read- or write-locks while holding the write side is reported. Not process-shared, not
+ * async-signal-safe. A kl_rwlock fits in a pthread_rwlock_t (tested).
+ *
+ * Misuse detected in every build (at no fast-path cost) and reported, naming the lock and
+ * the caller (KLOCK_ON_ERROR=warn|abort): write relock, read lock by the writer, write
+ * unlock by a non-owner, unlock of a lock not held in that mode, use after destroy. Calls
+ * that return an error code return it instead (debug builds also report). A reader's
+ * identity is not tracked, so a read unlock by a thread that holds no read lock is caught
+ * only when no one holds one.
+ */
+#ifndef KLOCK_RWLOCK_H
+#define KLOCK_RWLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include <klock/compiler.h>
+
+KL_BEGIN_DECLS
+
+/* Fields are private to the library (layout in locks/rwlock.c's theory block). */
+struct kl_rwlock {
+	KL_ATOMIC(uintptr_t) word;   /* readers << 7, or writer record | WRLOCK; + flags */
+	KL_ATOMIC(uint32_t) wwait;   /* writers asleep (or about to be) */
+	KL_ATOMIC(uint32_t) wseq;    /* futex word writers sleep on */
+	KL_ATOMIC(uint64_t) rwait;   /* readers asleep (low half) | read locks granted to
+				      * them and not yet claimed (high half) */
+	KL_ATOMIC(uint32_t) rseq;    /* futex word readers sleep on */
+	KL_ATOMIC(uint32_t) spin_ns; /* average time recent successful spins took */
+	KL_ATOMIC(uint32_t) wspin;   /* writers spinning for it */
+};
+
+/* A statically initialised rwlock needs no kl_rwlock_init() and no kl_rwlock_destroy(). */
+#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0 }
+
+/** kl_rwlock_init - make @rw an unlocked rwlock. Never blocks. */
+KL_API void kl_rwlock_init(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/**
+ * kl_rwlock_destroy - end @rw's life (poisoned: later use is reported).
+ * Returns 0, EBUSY if it is held or has waiters (left unchanged), EINVAL if already
+ * destroyed. Never blocks.
+ */
+KL_API int kl_rwlock_destroy(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/**
+ * kl_rwlock_read_lock - acquire @rw shared. May block (spins while a writer holds it,
+ * then sleeps; defers to sleeping writers). Many threads may hold it shared at once; any
+ * one of them releases its hold with kl_rwlock_read_unlock(). Not recursive (see above).
+ */
+KL_API void kl_rwlock_read_lock(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/** kl_rwlock_read_trylock - acquire @rw shared if no writer holds it or sleeps waiting for
+ * it. Returns true on success. Never blocks. */
+KL_API bool kl_rwlock_read_trylock(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/**
+ * kl_rwlock_read_timedlock - kl_rwlock_read_lock() with an absolute CLOCK_MONOTONIC
+ * deadline. Returns 0, ETIMEDOUT (never before @abstime), EINVAL (malformed @abstime -
+ * checked even when the lock is free - or @rw destroyed), EDEADLK (the caller holds @rw
+ * for writing). May block.
+ */
+KL_API int kl_rwlock_read_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
+	KL_NONNULL(1, 2);
+
+/** kl_rwlock_read_unlock - release one shared hold of @rw. If it was the last and a writer
+ * sleeps, wakes one writer. Never sleeps. */
+KL_API void kl_rwlock_read_unlock(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/**
+ * kl_rwlock_write_lock - acquire @rw exclusively. May block (spins, then sleeps; while it
+ * sleeps new readers wait). Not recursive. Only this thread may write-unlock or downgrade.
+ */
+KL_API void kl_rwlock_write_lock(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/** kl_rwlock_write_trylock - acquire @rw exclusively if nobody holds it. True on success.
+ * Never blocks (it may take the lock ahead of sleeping writers). */
+KL_API bool kl_rwlock_write_trylock(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/**
+ * kl_rwlock_write_timedlock - kl_rwlock_write_lock() with an absolute CLOCK_MONOTONIC
+ * deadline. Returns 0, ETIMEDOUT (never early), EINVAL (malformed @abstime, or destroyed),
+ * EDEADLK (the caller already holds @rw for writing). May block.
+ */
+KL_API int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
+	KL_NONNULL(1, 2);
+
+/**
+ * kl_rwlock_write_unlock - release the exclusive hold (the caller's). Hands the lock to
+ * every sleeping reader if there is one, else wakes one sleeping writer. Never sleeps.
+ */
+KL_API void kl_rwlock_write_unlock(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/**
+ * kl_rwlock_write_downgrade - turn the caller's exclusive hold into a shared one, with no
+ * window in which another writer could get in; sleeping readers are admitted with it.
+ * Release it later with kl_rwlock_read_unlock(). Never sleeps.
+ */
+KL_API void kl_rwlock_write_downgrade(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/** kl_rwlock_wowned - true if the calling thread holds @rw exclusively. Never blocks. */
+KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
+
+KL_END_DECLS
+
+#endif /* KLOCK_RWLOCK_H */

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/mcs.c - kl_mcs, the MCS queue spinlock with caller-owned nodes.
+ *
+ * What it is. Mellor-Crummey & Scott (1991), as in ck_spinlock_mcs and the queue half of
+ * Linux's qspinlock: the lock is a tail pointer; a locker appends its node with one
+ * exchange and, if it had a predecessor, links itself behind it and spins on its OWN
+ * node's flag. Unlock passes the lock to the successor by setting that flag, or swings
+ * the tail back to empty if there is none. One cache-line transfer per hand-over, however
+ * many wait.
+ *
+ * State:
+ *   tail          0 = free; else the last queued node (the holder's, when alone)
+ *   node.next     the successor's node, written by the successor once it has linked in
+ *   node.locked   MCS_WAITING; MCS_NEXT (awake, right behind the holder); MCS_SLEEPING
+ *                 (gave up spinning and sleeps on this word: whoever changes it must
+ *                 kl_wake() it); MCS_GRANTED (set by the predecessor: the lock is ours);
+ *                 MCS_HOLDER (we took it uncontended). A successor reads GRANTED/HOLDER/NEXT
+ *                 in its predecessor's node as "I am within two places of the lock: stay
+ *                 awake" - a hint: correctness never rests on it
+ *   holder        debug builds only (locks/lockdebug.h)
+ * Invariant: the nodes from the holder's to tail form the FIFO of waiters, except for a
+ * successor between its exchange and its link store (C2): the holder's unlock waits for it.
+ *
+ * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
+ * runs, and spinning waiters burn the CPU the holder needs. So, as in the ticket lock
+ * (TWA): the two waiters right behind the holder stay awake - they spin, then yield;
+ * waiters further back spin briefly, then sleep on their own node's flag (a futex word
+ * only they and their predecessor touch). A waiter that becomes next in line marks its
+ * node NEXT and wakes its own successor if it sleeps: the wake-up pipeline runs one place
+ * ahead of the lock and off its critical path (the waker is a spinner, not the holder).
+ * The hand-over also wakes a successor that still sleeps. Directed wake-ups only, never a
+ * herd; a thread only ever touches its successor's node, which cannot go away before it
+ * is granted. The holder's unlock, waiting for a successor to link in, polls, then yields.
+ *
+ * Memory ordering:
+ *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
+ *       it from the last holder's release); release publishes our node's initialisation
+ *       to the successor that finds it through tail
+ *   C2  release store of prev.next = us    pairs with the predecessor's acquire load (C6)
+ *   C3  release CAS tail: us -> 0 (no successor)   pairs with C1 of the next locker
+ *   C4  acquire load of our locked flag    pairs with C5
+ *   C5  release exchange of the successor's locked flag: our critical section happens-
+ *       before the successor's; the old value says whether it sleeps (then kl_wake). The
+ *       waiter's CAS WAITING -> SLEEPING and this exchange are RMWs on one word, so exactly
+ *       one of "it sees GRANTED and does not sleep" / "we see SLEEPING and wake it" happens
+ *   C6  acquire load of our next link in unlock    pairs with C2
+ *
+ * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
+ * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
+ * (exchange + CAS), FIFO convoys under preemption: each hand-over to a sleeper costs a
+ * wake-up latency that a barging lock would not pay.
+ */
+#include <klock/mcs.h>
+#include <klock/wait.h>
+#include "hooks.h"
+#include "lockdebug.h"
+#include "spin.h"
+
+#define MCS_KIND KLI_KIND_MCS
+/* Next in line: spin this long on our flag, then yield (as the ticket lock). */
+#define MCS_SPIN_NS 50000u
+/* Further back: poll this long (the queue may move fast), then sleep on our flag. */
+#define MCS_QUEUE_SPIN_NS 2000u
+
+/* node.locked values. */
+#define MCS_WAITING 0u
+#define MCS_GRANTED 1u
+#define MCS_SLEEPING 2u
+#define MCS_HOLDER 3u
+#define MCS_NEXT 4u
+
+/* @prev's state: does its thread hold the lock (we are next)? A hint. */
+static bool mcs_holds(uint32_t v)
+{
+	return v == MCS_GRANTED || v == MCS_HOLDER;
+}
+
+/* Our successor sleeps: wake it (it is now within two places of the lock). Only our
+ * successor's node is ours to touch: it cannot leave before we grant it. */
+static void mcs_prewake(struct kl_mcs_node *n)
+{
+	struct kl_mcs_node *next = (struct kl_mcs_node *)atomic_load_explicit(
+		&n->next, memory_order_acquire); /* C6 */
+	uint32_t v = MCS_SLEEPING;
+
+	if (next != NULL &&
+	    atomic_compare_exchange_strong_explicit(&next->locked, &v, MCS_WAITING,
+						    memory_order_relaxed, memory_order_relaxed))
+		kl_wake(&next->locked, 1);
+}
+
+/* We just became next in line: say so (our successor stays awake) and wake it. False if
+ * the lock was granted meanwhile. */
+static bool mcs_become_next(struct kl_mcs_node *n)
+{
+	uint32_t v = MCS_WAITING;
+
+	if (!atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_NEXT,
+						     memory_order_relaxed, memory_order_relaxed))
+		return false;
+	mcs_prewake(n);
+	return true;
+}
+/* What kl_mcs_destroy() leaves in tail: not a node address (odd). */
+#define MCS_POISON ((uintptr_t)0xdeadbeefu)
+
+static struct kl_mcs_node *as_node(uintptr_t v)
+{
+	return (struct kl_mcs_node *)v;
+}
+
+static void mcs_node_init(struct kl_mcs_node *n)
+{
+	atomic_store_explicit(&n->next, 0, memory_order_relaxed);
+	atomic_store_explicit(&n->locked, 0, memory_order_relaxed);
+}
+
+/* The lock is granted when our flag reads GRANTED (C4). */
+static bool mcs_granted(struct kl_mcs_node *n)
+{
+	return atomic_load_explicit(&n->locked, memory_order_acquire) == MCS_GRANTED; /* C4 */
+}
+
+/* Budget spent, not yet granted: yield if we are near the lock, else sleep on our flag. */
+static void mcs_pause(struct kl_mcs_node *n, struct kl_mcs_node *prev, bool next,
+		      struct kli_wait *w)
+{
+	uint32_t v = MCS_WAITING;
+	uint32_t p = atomic_load_explicit(&prev->locked, memory_order_relaxed);
+
+	if (next || mcs_holds(p) || p == MCS_NEXT) {
+		kli_yield(); /* near the lock: stay awake, give a preempted holder our CPU */
+		return;
+	}
+	if (atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
+						    memory_order_relaxed, memory_order_relaxed) ||
+	    v == MCS_SLEEPING) {
+		kli_wait_sleep(w);
+		kl_wait(&n->locked, MCS_SLEEPING, NULL);
+		kli_wait_spin(w);
+	}
+}
+
+static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
+				 struct kl_mcs_node *prev, const void *site)
+{
+	struct kli_wait w;
+	struct kli_spin s;
+	bool next = false;
+
+	kli_wait_begin(&w);
+	kli_wait_spin(&w);
+	/* C2: release, pairs with C6 in the predecessor's unlock. */
+	atomic_store_explicit(&prev->next, (uintptr_t)n, memory_order_release);
+	kli_spin_start(&s, MCS_QUEUE_SPIN_NS);
+	while (!mcs_granted(n)) {
+		if (!next && mcs_holds(atomic_load_explicit(&prev->locked, memory_order_relaxed))) {
+			next = mcs_become_next(n);
+			kli_spin_start(&s, MCS_SPIN_NS);
+		}
+		if (kli_spin_poll(&s))
+			continue;
+		mcs_pause(n, prev, next, &w);
+		kli_spin_start(&s, next ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
+	}
+	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
+}
+
+void kl_mcs_init(struct kl_mcs *l)
+{
+	atomic_store_explicit(&l->tail, 0, memory_order_relaxed);
+#if KLOCK_DEBUG_LOCKS
+	atomic_store_explicit(&l->holder, 0, memory_order_relaxed);
+#endif
+	kli_hook_created(l, MCS_KIND, KLI_HF_SPIN);
+}
+
+void kl_mcs_destroy(struct kl_mcs *l)
+{
+#if KLOCK_DEBUG_LOCKS
+	kli_dbg_destroy(&l->holder, l, MCS_KIND, KLI_SITE());
+#endif
+	atomic_store_explicit(&l->tail, MCS_POISON, memory_order_relaxed);
+	kli_hook_destroyed(l, MCS_KIND);
+}
+
+void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *n)
+{
+	struct kl_mcs_node *prev;
+
+	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN, KLI_SITE());
+#if KLOCK_DEBUG_LOCKS
+	if (!kli_dbg_lock_ok(&l->holder, l, MCS_KIND, KLI_SITE()))
+		return;
+#endif
+	mcs_node_init(n);
+	/* C1: acq_rel, pairs with C3 (free lock) and with the successor's view of our node. */
+	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
+	if (kl_unlikely(prev != NULL))
+		mcs_wait(l, n, prev, KLI_SITE());
+	else /* tell a successor that links in that it is next (a hint) */
+		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
+#if KLOCK_DEBUG_LOCKS
+	kli_dbg_locked(&l->holder);
+#endif
+	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN, KLI_SITE());
+}
+
+bool kl_mcs_trylock(struct kl_mcs *l, struct kl_mcs_node *n)
+{
+	uintptr_t expect = 0;
+	bool ok;
+
+	kli_hook_acquire(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY, KLI_SITE());
+	mcs_node_init(n);
+	/* C1 (try): acq_rel as in lock. */
+	ok = atomic_compare_exchange_strong_explicit(&l->tail, &expect, (uintptr_t)n,
+						     memory_order_acq_rel, memory_order_relaxed);
+	if (ok)
+		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
+#if KLOCK_DEBUG_LOCKS
+	if (ok)
+		kli_dbg_locked(&l->holder);
+	else if (expect == MCS_POISON)
+		kli_dbg_report("use after destroy", l, MCS_KIND, KLI_SITE());
+#endif
+	kli_hook_acquired(l, MCS_KIND, KLI_HF_SPIN | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
+	return ok;
+}
+
+/* A successor swapped itself into tail but has not linked in yet: wait for C2. */
+static struct kl_mcs_node *mcs_wait_next(struct kl_mcs_node *n)
+{
+	struct kli_spin s;
+	uintptr_t next;
+
+	kli_spin_start(&s, KLI_STALL_NS);
+	while ((next = atomic_load_explicit(&n->next, memory_order_acquire)) == 0) /* C6 */
+		kli_spin_stall(&s);
+	return as_node(next);
+}
+
+/* Unlock with a successor (@next, or one still linking in when NULL): grant it. */
+static KL_NOINLINE void mcs_hand_over(struct kl_mcs *l, struct kl_mcs_node *n,
+				      struct kl_mcs_node *next)
+{
+	if (next == NULL)
+		next = mcs_wait_next(n);
+	/* C5: release, pairs with C4. A sleeping successor needs a wake-up (its node may be
+	 * gone once it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
+	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==
+	    MCS_SLEEPING)
+		kl_wake(&next->locked, 1);
+	kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
+}
+
+void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *n)
+{
+	struct kl_mcs_node *next;
+
+	kli_hook_release(l, MCS_KIND, KLI_HF_SPIN, KLI_SITE());
+#if KLOCK_DEBUG_LOCKS
+	if (!kli_dbg_unlock_ok(&l->holder, l, MCS_KIND, KLI_SITE()))
+		return;
+#endif
+	next = as_node(atomic_load_explicit(&n->next, memory_order_acquire)); /* C6 */
+	if (next == NULL) {
+		uintptr_t expect = (uintptr_t)n;
+
+		/* C3: release, pairs with C1 of the next locker. */
+		if (kl_likely(atomic_compare_exchange_strong_explicit(&l->tail, &expect, 0,
+								      memory_order_release,
+								      memory_order_relaxed))) {
+			kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
+			return;
+		}
+	}
+	mcs_hand_over(l, n, next);
+}
+
+bool kl_mcs_is_locked(const struct kl_mcs *l)
+{
+	return atomic_load_explicit(&l->tail, memory_order_relaxed) != 0;
+}

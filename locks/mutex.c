@@ -1,0 +1,638 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/mutex.c - kl_mutex, the adaptive spin-then-park mutex.
+ *
+ * What it is. The kernel adaptive mutex (Linux mutex + OSQ, FreeBSD mtx + lock_delay,
+ * NetBSD/Solaris adaptive mutex) in userspace, with WebKit's ParkingLot for the sleep
+ * side. Uncontended: one CAS to lock, one CAS to unlock. Contended: spin (one spinner
+ * on the word, polling at paced intervals; the rest queued on their own cache lines) for
+ * as long as the lock keeps changing hands, but no longer than a learnt budget without
+ * progress, then park. Userspace has no "is the owner on a CPU" test (the rseq
+ * sched_state RFC is unmerged): "the lock is still moving" stands in for it.
+ *
+ * State word `owner` (uintptr_t; thread records are 128-byte aligned, bits 0-6 are flags):
+ *   bits 7..63  owner: the holder's struct kli_thread, or 0 when nobody holds it
+ *   bit 0  PARKED     threads sleep on the mutex's park key, or are about to; unlock must
+ *                     take the slow path and unpark one. Set by a parker under the bucket
+ *                     lock (validate), cleared by the unparker under the same lock when
+ *                     no sleeper remains; kept by every other transition.
+ *   bit 1  SPINNER    the spin queue's head is polling the word. Makes the holder's unlock
+ *                     take the slow path (one more CAS) and lets lockers count how often
+ *                     they barged past the spinner (`passes`). Set and cleared only by the
+ *                     spinner; kept by every other transition.
+ *   bit 2  DESTROYED  kl_mutex_destroy() stored KLI_MTX_POISON. Every CAS fails on it,
+ *                     so misuse is detected on slow paths only.
+ *   bits 3-6          always 0.
+ *   0 = unlocked, nobody waiting: the only value the lock fast path accepts.
+ * Other fields: `spinq` the OSQ tail (locks/osq.h); `spin_ns` the EWMA of recent successful
+ * spin times (spin.h; written by the spin queue's head only); `passes` how many lockers
+ * took the free lock past a polling spinner since the spinner last won (written by the
+ * owner, and zeroed by a new spinner).
+ *
+ * Invariants.
+ *   I1 A thread sleeps on the key only after validate saw the word held (owner != 0) and
+ *      PARKED set, under the bucket lock; PARKED is cleared only under that bucket lock
+ *      when the queue has no one left. So an unlock that sees PARKED clear has nobody to
+ *      wake, and one that sees it set finds the sleeper (no lost wake-up).
+ *   I2 Hand-off: the unparker writes the wakee's record as owner (under the bucket lock,
+ *      before waking it) and gives it KLI_MTX_TOKEN_HANDOFF; the lock is never free in
+ *      between, so no barging thread can take it.
+ *   I3 Fairness. Sleepers: each unlock with PARKED dequeues the longest-queued sleeper; one
+ *      that waited MTX_HANDOFF_NS or lost MTX_HANDOFF_LOSSES races after waking gets the
+ *      lock handed over (Linux HANDOFF, WebKit's ~1 ms fair unlock). Spinner: a locker
+ *      that finds the lock free while a spinner polls may take it at most MTX_PASS_MAX
+ *      times in a row; then it leaves the lock to the spinner for up to MTX_POLITE_NS
+ *      (bounded, so a preempted spinner cannot stall the lock). This is the "unlocker
+ *      relocks at once and starves the spinner" case of the two-thread duel; the two
+ *      threads end up alternating streaks of MTX_PASS_MAX acquisitions.
+ *
+ * Memory ordering (labels appear at the sites).
+ *   M1  acquire CAS taking the lock (fast path and slow path)   pairs with M2
+ *   M2  release CAS releasing it (fast path, slow path, unpark callback)  pairs with M1
+ *   H1  the unpark callback's release CAS naming the wakee as owner, then park.c's K1
+ *       release of the wakee's park_state: the wakee's K2 acquire sees the word and the
+ *       previous holder's critical section (hand-off = giver release, picker acquire).
+ *   P1  release CAS setting PARKED in validate (under the bucket lock)   pairs with P2
+ *   P2  acquire fence in the unlock slow path after it saw PARKED, before it locks the
+ *       bucket: the parker's bucket lock and enqueue happen-before our bucket lock, so
+ *       kli_unpark_one() finds the sleeper. Relaxed alone would not promise that.
+ *
+ * Pros: one word of state; uncontended cost of a plain spinlock; no system call unless
+ * someone really sleeps; herd-free (one wake per unlock); bounded unfairness both ways.
+ * Cons / limits: no priority inheritance (use a PI futex for that); the spin budget is a
+ * guess (EWMA), not an owner-running test, so a preempted owner costs spinners up to the
+ * budget (KLI_SPIN_MAX_NS); after a hand-off the lock is held by a thread that is still
+ * waking up (microseconds). Waiters do not touch the mutex after a hand-off, but a woken
+ * waiter without one does (it retries): destroy only a mutex nobody waits on.
+ */
+#include "mutex_impl.h"
+#include "hooks.h"
+#include "osq.h"
+#include "park.h"
+#include "spin.h"
+
+/* A sleeper that has waited this long is handed the lock (WebKit/parking_lot: ~1 ms). */
+#define MTX_HANDOFF_NS 1000000u
+/* ... or one woken this many times without winning (Linux: once; one more keeps the
+ * oversubscribed case from paying a wake-up latency per hand-off). */
+#define MTX_HANDOFF_LOSSES 2u
+/* Barging acquisitions past a polling spinner before a locker yields it the turn. */
+#define MTX_PASS_MAX 64
+/* The spinner's poll interval starts here and doubles up to the cap: each poll pulls the
+ * holder's cache line away from it, so a spinner that polls at every relax hint slows
+ * the very thread it waits for (pthread's waiter "polls" through futex calls ~1 us
+ * apart, which is why it wins the tight duel against a naive spinner). */
+#define MTX_POLL_MIN_NS 50u
+#define MTX_POLL_MAX_NS 1000u
+/* How long a locker yielding its turn waits for the spinner to take the free lock: more
+ * than the spinner's longest poll interval. */
+#define MTX_POLITE_NS 4000u
+/* The spinner's no-progress budget never goes below this: it must be at least as patient
+ * as a polite locker is with it (a polite wait plus one poll interval). */
+#define MTX_SPIN_FLOOR_NS (MTX_POLITE_NS + MTX_POLL_MAX_NS)
+/* A gap this long between two of the spinner's own polls means it lost its CPU: threads
+ * outnumber CPUs, and spinning only takes time from the holder. Stop and sleep. */
+#define MTX_PREEMPTED_NS 50000u
+/* After the spinner failed to show up (preempted): barges allowed before the next try
+ * (~50-100 us of tiny sections; a resumed spinner notices its preemption and leaves, and
+ * a new one restarts the count at 0). */
+#define MTX_PASS_CREDIT 4096
+
+#define MTX_KIND KLI_KIND_MUTEX
+
+static KL_COLD KL_NOINLINE void mtx_report(const struct kl_mutex *m, const char *what,
+					   const void *site)
+{
+	kli_report(what, kli_kind_name(MTX_KIND), m, site, NULL);
+}
+
+/* Names the misuse behind a failed unlock (the word does not name the caller). */
+static KL_COLD KL_NOINLINE void mtx_report_unlock(const struct kl_mutex *m, uintptr_t v,
+						  const void *site)
+{
+	if (v & KLI_MTX_DESTROYED)
+		mtx_report(m, "use after destroy", site);
+	else if (kli_mtx_owner(v) == NULL)
+		mtx_report(m, "unlock of a lock not held (double unlock?)", site);
+	else
+		mtx_report(m, "unlock by a thread that does not own the lock", site);
+}
+
+/* Takes the free mutex whose word is *v (owner 0, not destroyed), keeping PARKED, and
+ * SPINNER unless the caller is the spinner. On failure *v is the word's new value. */
+static inline bool mtx_take(struct kl_mutex *m, uintptr_t *v, struct kli_thread *self,
+			    bool spinner)
+{
+	uintptr_t keep = KLI_MTX_PARKED | (spinner ? 0 : KLI_MTX_SPINNER);
+
+	/* M1 (slow path): acquire, pairs with M2. */
+	return atomic_compare_exchange_weak_explicit(&m->owner, v, (uintptr_t)self | (*v & keep),
+						     memory_order_acquire, memory_order_relaxed);
+}
+
+/* The owner's bookkeeping after taking the lock from word @v as a non-spinner. */
+static inline void mtx_count_pass(struct kl_mutex *m, uintptr_t v)
+{
+	if (v & KLI_MTX_SPINNER)
+		atomic_store_explicit(&m->passes,
+				      atomic_load_explicit(&m->passes, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
+
+/*
+ * A spinner polls the free lock and we have barged past it MTX_PASS_MAX times: leave it
+ * the lock. Returns 0 if we took it after all (the spinner never came: it is preempted),
+ * EAGAIN when the spinner (or anyone) took it.
+ */
+static int mtx_polite(struct kl_mutex *m, struct kli_thread *self)
+{
+	struct kli_spin s;
+	uintptr_t v;
+
+	kli_spin_start(&s, MTX_POLITE_NS);
+	do {
+		v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+		if (kli_mtx_owner(v) != NULL || !(v & KLI_MTX_SPINNER))
+			return EAGAIN;
+	} while (kli_spin_poll(&s));
+	while (kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
+		if (mtx_take(m, &v, self, false)) {
+			atomic_store_explicit(&m->passes, (uint32_t)-MTX_PASS_CREDIT,
+					      memory_order_relaxed);
+			return 0;
+		}
+	}
+	return EAGAIN;
+}
+
+/* One attempt to take @m without waiting: 0 (taken), EAGAIN (held), EDEADLK (by us),
+ * EINVAL (destroyed). */
+static int mtx_try(struct kl_mutex *m, struct kli_thread *self)
+{
+	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+
+	for (;;) {
+		if (v & KLI_MTX_DESTROYED)
+			return EINVAL;
+		if (kli_mtx_owner(v) == self)
+			return EDEADLK;
+		if (kli_mtx_owner(v) != NULL)
+			return EAGAIN;
+		if ((v & KLI_MTX_SPINNER) &&
+		    (int32_t)atomic_load_explicit(&m->passes, memory_order_relaxed) >= MTX_PASS_MAX)
+			return mtx_polite(m, self);
+		if (mtx_take(m, &v, self, false)) {
+			mtx_count_pass(m, v);
+			return 0;
+		}
+	}
+}
+
+/* The spinner leaves: clear SPINNER, or take the lock if it is free meanwhile. */
+static bool mtx_unspin(struct kl_mutex *m, struct kli_thread *self)
+{
+	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+
+	while (v & KLI_MTX_SPINNER) {
+		if (kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
+			if (mtx_take(m, &v, self, true))
+				return true;
+		} else if (atomic_compare_exchange_weak_explicit(&m->owner, &v,
+								 v & ~KLI_MTX_SPINNER,
+								 memory_order_relaxed,
+								 memory_order_relaxed)) {
+			return false;
+		}
+	}
+	return false;
+}
+
+/* The spinner's paced poll: relax until the next poll is due, then double the interval
+ * (capped). False once the budget is spent. */
+struct mtx_pace {
+	uint64_t next;      /* kl_arch_cycles() of the next poll */
+	uint64_t interval;  /* cycles between polls */
+	uint64_t cap;
+	uint64_t preempted; /* a gap this long between two reads: we lost the CPU */
+};
+
+static void mtx_pace_start(struct mtx_pace *p)
+{
+	p->interval = kli_ns_to_cycles(MTX_POLL_MIN_NS);
+	p->cap = kli_ns_to_cycles(MTX_POLL_MAX_NS);
+	p->preempted = kli_ns_to_cycles(MTX_PREEMPTED_NS);
+	p->next = kl_arch_cycles() + p->interval;
+}
+
+/* False once the budget is spent, or when we were descheduled while spinning. */
+static bool mtx_pace(struct mtx_pace *p, const struct kli_spin *s)
+{
+	uint64_t now = kl_arch_cycles(), before;
+
+	do {
+		kl_arch_relax();
+		before = now;
+		now = kl_arch_cycles();
+		if (kl_unlikely(now - before > p->preempted))
+			return false;
+	} while (now < p->next && now < s->deadline);
+	if (p->interval < p->cap)
+		p->interval <<= 1;
+	p->next = now + p->interval;
+	return now < s->deadline;
+}
+
+/*
+ * Polls the word as the spin queue's head until it is ours or @s runs out. The budget
+ * bounds time WITHOUT PROGRESS: while the lock keeps changing hands (another owner, or
+ * another barging pass) its holder is evidently running, so the budget restarts - the
+ * userspace stand-in for Linux's "spin while the owner is on a CPU". A holder that is
+ * preempted or in a long section makes no progress, and we go to sleep.
+ */
+static bool mtx_poll(struct kl_mutex *m, struct kli_thread *self, struct kli_spin *s,
+		     uint64_t budget_ns)
+{
+	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed), seen = v;
+	uint32_t passes = atomic_load_explicit(&m->passes, memory_order_relaxed), p;
+	struct mtx_pace pace;
+
+	mtx_pace_start(&pace);
+	for (;;) {
+		if (v & KLI_MTX_DESTROYED)
+			return false;
+		if (kli_mtx_owner(v) == NULL) {
+			if (mtx_take(m, &v, self, true))
+				return true;
+			continue;
+		}
+		if (!(v & KLI_MTX_SPINNER)) {
+			/* Announce ourselves: lockers now count the times they barge past us. */
+			if (atomic_compare_exchange_weak_explicit(&m->owner, &v, v | KLI_MTX_SPINNER,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+				atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
+			continue;
+		}
+		if (!mtx_pace(&pace, s))
+			return mtx_unspin(m, self);
+		v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+		p = atomic_load_explicit(&m->passes, memory_order_relaxed);
+		if (kli_mtx_owner(v) != kli_mtx_owner(seen) || p != passes) {
+			seen = v; /* progress: the holder runs; the no-progress clock restarts */
+			passes = p;
+			kli_spin_start(s, budget_ns);
+		}
+	}
+}
+
+/* The spin phase: queue behind other spinners (OSQ), then poll. True holding @m. */
+static bool mtx_spin(struct kl_mutex *m, struct kli_thread *self, struct kli_wait *w)
+{
+	uint64_t budget = kli_spin_budget(&m->spin_ns), now, left;
+
+	if (budget < MTX_SPIN_FLOOR_NS)
+		budget = MTX_SPIN_FLOOR_NS;
+	struct kli_spin s;
+	bool got = false;
+
+	kli_wait_spin(w);
+	kli_spin_start(&s, budget);
+	if (kli_osq_lock(&m->spinq, self, &s)) {
+		got = mtx_poll(m, self, &s, budget);
+		if (got)
+			atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
+		/* Learn the last stretch without progress (what the budget bounds). spin_ns has
+		 * one writer: the queue's head (we still are). */
+		now = kl_arch_cycles();
+		left = now < s.deadline ? kli_cycles_to_ns(s.deadline - now) : 0;
+		kli_spin_learn(&m->spin_ns, got, left < budget ? budget - left : 0);
+		kli_osq_unlock(&m->spinq, self);
+	}
+	return got;
+}
+
+/* Runs under the bucket lock before we queue: sleep only on a held mutex, with PARKED. */
+static bool mtx_validate(void *arg)
+{
+	struct kl_mutex *m = arg;
+	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+
+	for (;;) {
+		if ((v & KLI_MTX_DESTROYED) || kli_mtx_owner(v) == NULL)
+			return false; /* free (or gone): go back and try again */
+		if (v & KLI_MTX_PARKED)
+			return true;
+		/* P1: release, pairs with P2 in mtx_unlock_slow(). */
+		if (atomic_compare_exchange_weak_explicit(&m->owner, &v, v | KLI_MTX_PARKED,
+							  memory_order_release,
+							  memory_order_relaxed))
+			return true;
+	}
+}
+
+struct mtx_waiter {
+	uint64_t since;  /* when this acquisition first parked (hand-off clock) */
+	uint32_t losses; /* wake-ups without a hand-off so far */
+};
+
+/* The park phase: 0 (handed the lock), EAGAIN (woken or not parked: try again),
+ * ETIMEDOUT. */
+static int mtx_park(struct kl_mutex *m, struct kli_thread *self, struct kli_wait *w,
+		    const struct timespec *abstime, struct mtx_waiter *mw)
+{
+	struct kli_park_req req = { .key = kli_mtx_key(m), .validate = mtx_validate, .arg = m,
+				    .abstime = abstime };
+	uintptr_t token;
+
+	if (kli_deadline_passed(abstime))
+		return ETIMEDOUT;
+	if (mw->since == 0)
+		mw->since = kli_now_ns();
+	req.since_ns = mw->since;
+	self->mtx_losses = mw->losses; /* read by the unparker under the bucket lock */
+	kli_wait_sleep(w);
+	switch (kli_park(&req, &token)) {
+	case KLI_PARK_UNPARKED:
+		if (token == KLI_MTX_TOKEN_HANDOFF)
+			return 0; /* H1: the word already names us; K2 in kli_park() ordered it */
+		mw->losses++;
+		return EAGAIN;
+	case KLI_PARK_TIMEDOUT:
+		return ETIMEDOUT;
+	default:
+		return EAGAIN;
+	}
+}
+
+/* Contended lock: try, spin, park, until taken, timed out or misused. */
+static KL_NOINLINE int mtx_lock_slow(struct kl_mutex *m, struct kli_thread *self,
+				     const struct timespec *abstime, unsigned flags,
+				     const void *site)
+{
+	struct mtx_waiter mw = { 0, 0 };
+	struct kli_wait w;
+	int err;
+
+	kli_wait_begin(&w);
+	for (;;) {
+		err = mtx_try(m, self);
+		if (err != EAGAIN)
+			break;
+		if (mtx_spin(m, self, &w)) {
+			err = 0;
+			break;
+		}
+		err = mtx_park(m, self, &w, abstime, &mw);
+		if (err != EAGAIN)
+			break;
+	}
+	kli_wait_end(&w, m, MTX_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
+	return err;
+}
+
+/* The lock fast path shared by every entry point: one CAS, M1. */
+static KL_ALWAYS_INLINE int mtx_lock(struct kl_mutex *m, const struct timespec *abstime,
+				     const void *site)
+{
+	struct kli_thread *self = kli_self();
+	unsigned flags = abstime != NULL ? KLI_HF_TRY : 0;
+	uintptr_t v = 0;
+	int err = 0;
+
+	kli_hook_acquire(m, MTX_KIND, flags, site);
+	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
+	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+								  memory_order_acquire,
+								  memory_order_relaxed)))
+		err = mtx_lock_slow(m, self, abstime, flags, site);
+	kli_hook_acquired(m, MTX_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
+	return err;
+}
+
+/* Unparks one sleeper: releases the lock to it (hand-off) or to everyone. Runs under the
+ * bucket lock, so PARKED can change only here or in validate (I1). */
+static uintptr_t mtx_unpark_cb(const struct kli_unpark_result *r, void *arg)
+{
+	struct kl_mutex *m = arg;
+	bool handoff = r->unparked && (r->waited_ns >= MTX_HANDOFF_NS ||
+				       r->thread->mtx_losses >= MTX_HANDOFF_LOSSES);
+	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed), nv;
+
+	do { /* only SPINNER can change under us (the spinner does not take this lock) */
+		nv = (v & KLI_MTX_SPINNER) | (r->more ? KLI_MTX_PARKED : 0);
+		if (handoff)
+			nv |= (uintptr_t)r->thread;
+		/* M2 (slow path) / H1: release. */
+	} while (!atomic_compare_exchange_weak_explicit(&m->owner, &v, nv, memory_order_release,
+							memory_order_relaxed));
+	return handoff ? KLI_MTX_TOKEN_HANDOFF : KLI_MTX_TOKEN_WAKE;
+}
+
+/* Contended unlock: PARKED or SPINNER is set, or the caller does not own @m. */
+static bool mtx_release_slow(struct kl_mutex *m, struct kli_thread *self, const void *site)
+{
+	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+
+	for (;;) {
+		if (self == NULL || kli_mtx_owner(v) != self || (v & KLI_MTX_DESTROYED)) {
+			mtx_report_unlock(m, v, site);
+			return false;
+		}
+		if (v & KLI_MTX_PARKED) {
+			atomic_thread_fence(memory_order_acquire); /* P2: pairs with P1 */
+			kli_unpark_one(kli_mtx_key(m), mtx_unpark_cb, m);
+			return true;
+		}
+		/* M2 (slow path): release; only SPINNER is left to keep. */
+		if (atomic_compare_exchange_weak_explicit(&m->owner, &v, v & KLI_MTX_SPINNER,
+							  memory_order_release,
+							  memory_order_relaxed))
+			return true;
+	}
+}
+
+static KL_NOINLINE void mtx_unlock_slow(struct kl_mutex *m, struct kli_thread *self,
+					const void *site)
+{
+	mtx_release_slow(m, self, site);
+	kli_hook_released(m, MTX_KIND, 0);
+}
+
+/* The unlock fast path: one CAS (M2). A thread without a record cannot own the mutex:
+ * its unlock goes to the slow path, which reports it. */
+static KL_ALWAYS_INLINE bool mtx_release_fast(struct kl_mutex *m, struct kli_thread *self)
+{
+	uintptr_t v = (uintptr_t)self;
+
+	if (kl_unlikely(self == NULL))
+		return false;
+	/* M2: release, pairs with M1 in the next holder's lock. */
+	if (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, 0,
+							      memory_order_release,
+							      memory_order_relaxed)))
+		return true;
+	/* A spinner polls (the duel): release, keeping SPINNER - still one more CAS, not a
+	 * slow-path call. */
+	return v == ((uintptr_t)self | KLI_MTX_SPINNER) &&
+	       atomic_compare_exchange_strong_explicit(&m->owner, &v, KLI_MTX_SPINNER,
+						       memory_order_release, /* M2 */
+						       memory_order_relaxed);
+}
+
+/* ---- exported ------------------------------------------------------------------------ */
+
+void kl_mutex_init(struct kl_mutex *m)
+{
+	atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->spinq, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->spin_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
+	kli_hook_created(m, MTX_KIND, 0);
+}
+
+int kl_mutex_destroy(struct kl_mutex *m)
+{
+	uintptr_t v = 0;
+
+	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, KLI_MTX_POISON,
+						     memory_order_relaxed, memory_order_relaxed)) {
+		if (KLOCK_DEBUG_LOCKS)
+			mtx_report(m, (v & KLI_MTX_DESTROYED) ? "use after destroy"
+							      : "destroy of a held lock",
+				   KLI_SITE());
+		return (v & KLI_MTX_DESTROYED) ? EINVAL : EBUSY;
+	}
+	kli_hook_destroyed(m, MTX_KIND);
+	return 0;
+}
+
+/* kl_mutex_lock() past its first CAS (or for a thread without a record yet: @self NULL). */
+static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, struct kli_thread *self,
+					  const void *site)
+{
+	uintptr_t v = 0;
+	int err = 0;
+
+	/* M1: acquire, pairs with M2 (a first use has not tried the fast path yet). */
+	if (self != NULL ||
+	    !atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)(self = kli_self()),
+						     memory_order_acquire, memory_order_relaxed))
+		err = mtx_lock_slow(m, self, NULL, 0, site);
+	kli_hook_acquired(m, MTX_KIND, err != 0 ? KLI_HF_FAILED : 0, site);
+	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
+		mtx_report(m, err == EDEADLK ? "relock of a held non-recursive lock"
+					     : "use after destroy", site);
+}
+
+/*
+ * Barging past a polling spinner, the commonest contended step (the two-thread duel): the
+ * word is exactly SPINNER (free, nobody asleep) and we have not used up our passes. Inline
+ * in the fast path's failure branch, so the uncontended path is unchanged and the duel
+ * does not pay a slow-path call per acquisition.
+ */
+static KL_ALWAYS_INLINE bool mtx_barge(struct kl_mutex *m, struct kli_thread *self, uintptr_t v)
+{
+	uint32_t p = atomic_load_explicit(&m->passes, memory_order_relaxed);
+
+	if (v != KLI_MTX_SPINNER || (int32_t)p >= MTX_PASS_MAX)
+		return false;
+	/* M1: acquire, pairs with M2. */
+	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v,
+						     (uintptr_t)self | KLI_MTX_SPINNER,
+						     memory_order_acquire, memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&m->passes, p + 1, memory_order_relaxed); /* we own it now */
+	return true;
+}
+
+/* The hottest path in the library: a leaf with one CAS (M1); the rest tail-calls. */
+void kl_mutex_lock(struct kl_mutex *m)
+{
+	struct kli_thread *self = kli_tls_self;
+	uintptr_t v = 0;
+
+	kli_hook_acquire(m, MTX_KIND, 0, KLI_SITE());
+	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
+	if (kl_likely(self != NULL) &&
+	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+							       memory_order_acquire,
+							       memory_order_relaxed)) ||
+	     mtx_barge(m, self, v))) {
+		kli_hook_acquired(m, MTX_KIND, 0, KLI_SITE());
+		return;
+	}
+	mtx_lock_contended(m, self, KLI_SITE());
+}
+
+bool kl_mutex_trylock(struct kl_mutex *m)
+{
+	struct kli_thread *self = kli_self();
+	uintptr_t v = 0;
+	bool ok;
+
+	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, KLI_SITE());
+	/* M1: acquire, pairs with M2. */
+	ok = atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+						     memory_order_acquire, memory_order_relaxed);
+	while (!ok && kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
+		ok = mtx_take(m, &v, self, false); /* free but flagged: trylock may barge */
+		if (ok)
+			mtx_count_pass(m, v);
+	}
+	if (KLOCK_DEBUG_LOCKS && !ok && (v & KLI_MTX_DESTROYED))
+		mtx_report(m, "use after destroy", KLI_SITE());
+	kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
+	return ok;
+}
+
+int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
+{
+	const void *site = KLI_SITE();
+	int err;
+
+	if (!kli_timespec_valid(abstime))
+		return EINVAL;
+	err = mtx_lock(m, abstime, site);
+	if (KLOCK_DEBUG_LOCKS && (err == EDEADLK || err == EINVAL))
+		mtx_report(m, err == EDEADLK ? "relock of a held non-recursive lock"
+					     : "use after destroy", site);
+	return err;
+}
+
+void kl_mutex_unlock(struct kl_mutex *m)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	kli_hook_release(m, MTX_KIND, 0, KLI_SITE());
+	if (mtx_release_fast(m, self)) {
+		kli_hook_released(m, MTX_KIND, 0);
+		return;
+	}
+	mtx_unlock_slow(m, self, KLI_SITE());
+}
+
+bool kl_mutex_owned(const struct kl_mutex *m)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	return self != NULL &&
+	       kli_mtx_owner(atomic_load_explicit(&m->owner, memory_order_relaxed)) == self;
+}
+
+/* ---- for kl_cond ------------------------------------------------------------------------ */
+
+int kli_mutex_lock_at(struct kl_mutex *m, const struct timespec *abstime, const void *site)
+{
+	return mtx_lock(m, abstime, site);
+}
+
+void kli_mutex_unlock_at(struct kl_mutex *m, const void *site)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	kli_hook_release(m, MTX_KIND, 0, site);
+	if (mtx_release_fast(m, self))
+		kli_hook_released(m, MTX_KIND, 0);
+	else
+		mtx_unlock_slow(m, self, site);
+}

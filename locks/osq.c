@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/osq.c - the optimistic spin queue (contract in osq.h).
+ *
+ * The algorithm is Linux's osq_lock.c (Peter Zijlstra, Waiman Long) with thread records
+ * for per-CPU nodes and a thread pointer for the encoded CPU number:
+ *
+ *   lock:   node = {next 0, locked 0}; prev = xchg(tail, me)          O1
+ *           prev == 0: we are the head.  Else me.prev = prev; prev.next = me   O2
+ *           poll me.locked until set (head) or the budget ends         O3
+ *   cancel: A) undo prev.next = me with a CAS (if it fails, prev is handing us the head:
+ *              wait for locked instead); re-read me.prev, which a predecessor that
+ *              cancels concurrently rewrites in its step C
+ *           B) osq_wait_next(): if we are the tail, move the tail back to prev (done);
+ *              else wait for our successor to link in and detach it
+ *           C) next.prev = prev; prev.next = next
+ *   unlock: CAS tail me -> 0, else detach next (osq_wait_next) and set next.locked   O5
+ *
+ * Invariants: a thread's osq_next is written by itself (xchg to 0 when detaching) and by
+ * its successor (O2, or C on behalf of a cancelling node); osq_locked is written by its
+ * predecessor only. Between the xchg on the tail and O2 the queue is briefly not linked;
+ * every reader of a link tolerates that by waiting (osq_wait_next).
+ *
+ * Ordering: all RMWs on the tail and on links are seq_cst (Linux: full barriers), link
+ * stores are release and link loads acquire, so a node's initialisation is visible to
+ * whoever finds it through a link. O3 (acquire) pairs with O5 (release). None of this
+ * orders the lock's data (see osq.h).
+ */
+#include "osq.h"
+
+static struct kli_thread *as_rec(uintptr_t v)
+{
+	return (struct kli_thread *)v;
+}
+
+/*
+ * Step B, and the slow half of unlock: returns our successor, detached, or NULL after
+ * moving the tail from us back to @prev (NULL: the queue becomes empty). The thread that
+ * is linking in behind us may be preempted between its xchg and O2: stall, then yield.
+ */
+static struct kli_thread *osq_wait_next(_Atomic uintptr_t *tail, struct kli_thread *self,
+					struct kli_thread *prev)
+{
+	struct kli_spin s;
+
+	kli_spin_start(&s, KLI_STALL_NS);
+	for (;;) {
+		uintptr_t cur = (uintptr_t)self;
+
+		/* O4: pairs with O1 of a later joiner; whoever wins the tail decides. */
+		if (atomic_load_explicit(tail, memory_order_relaxed) == cur &&
+		    atomic_compare_exchange_strong_explicit(tail, &cur, (uintptr_t)prev,
+							    memory_order_seq_cst,
+							    memory_order_relaxed))
+			return NULL;
+		if (atomic_load_explicit(&self->osq_next, memory_order_acquire) != NULL) {
+			struct kli_thread *next =
+				atomic_exchange_explicit(&self->osq_next, NULL, memory_order_seq_cst);
+
+			if (next != NULL)
+				return next;
+		}
+		kli_spin_stall(&s);
+	}
+}
+
+/* Steps A-C: leave the queue after the budget ran out. True if the head role reached us
+ * while we were leaving (the caller is the head after all). */
+static bool osq_cancel(_Atomic uintptr_t *tail, struct kli_thread *self, struct kli_thread *prev)
+{
+	struct kli_thread *next;
+	struct kli_spin s;
+
+	kli_spin_start(&s, KLI_STALL_NS);
+	for (;;) { /* A: stabilise prev */
+		struct kli_thread *expect = self;
+
+		if (atomic_load_explicit(&prev->osq_next, memory_order_relaxed) == self &&
+		    atomic_compare_exchange_strong_explicit(&prev->osq_next, &expect, NULL,
+							    memory_order_seq_cst,
+							    memory_order_relaxed))
+			break;
+		/* The CAS fails only against prev's unlock, which then sets our flag. */
+		if (atomic_load_explicit(&self->osq_locked, memory_order_acquire)) /* O3 */
+			return true;
+		kli_spin_stall(&s);
+		prev = atomic_load_explicit(&self->osq_prev, memory_order_acquire);
+	}
+	next = osq_wait_next(tail, self, prev); /* B */
+	if (next == NULL)
+		return false;
+	/* C: prev waits for a new prev.next (we cleared it), next waits in its own step A
+	 * or for its flag: both links are ours to write. */
+	atomic_store_explicit(&next->osq_prev, prev, memory_order_release);
+	atomic_store_explicit(&prev->osq_next, next, memory_order_release);
+	return false;
+}
+
+bool kli_osq_lock(_Atomic uintptr_t *tail, struct kli_thread *self, struct kli_spin *budget)
+{
+	struct kli_thread *prev;
+
+	atomic_store_explicit(&self->osq_locked, 0, memory_order_relaxed);
+	atomic_store_explicit(&self->osq_next, NULL, memory_order_relaxed);
+	/* O1: seq_cst xchg publishes our initialised node to whoever reads the tail. */
+	prev = as_rec(atomic_exchange_explicit(tail, (uintptr_t)self, memory_order_seq_cst));
+	if (prev == NULL)
+		return true;
+	atomic_store_explicit(&self->osq_prev, prev, memory_order_relaxed);
+	/* O2: release: prev sees our node initialised before it can pass us the head. */
+	atomic_store_explicit(&prev->osq_next, self, memory_order_release);
+	/* O3: acquire, pairs with O5 in kli_osq_unlock(). Each queued spinner polls only
+	 * its own record. */
+	while (!atomic_load_explicit(&self->osq_locked, memory_order_acquire)) {
+		if (!kli_spin_poll(budget))
+			return osq_cancel(tail, self, prev);
+	}
+	return true;
+}
+
+void kli_osq_unlock(_Atomic uintptr_t *tail, struct kli_thread *self)
+{
+	uintptr_t cur = (uintptr_t)self;
+	struct kli_thread *next;
+
+	if (atomic_compare_exchange_strong_explicit(tail, &cur, 0, memory_order_seq_cst,
+						    memory_order_relaxed))
+		return; /* nobody queued behind us */
+	next = atomic_exchange_explicit(&self->osq_next, NULL, memory_order_seq_cst);
+	if (next == NULL)
+		next = osq_wait_next(tail, self, NULL);
+	if (next != NULL) /* O5: release, pairs with O3 */
+		atomic_store_explicit(&next->osq_locked, 1, memory_order_release);
+}

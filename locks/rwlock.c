@@ -1,0 +1,749 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
+ *
+ * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
+ * reader count or the writer; contended lockers spin for a learnt time budget, then sleep.
+ * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of
+ * their own, writers and readers sleep on different futex words, and an unlock wakes one
+ * writer or the readers - never a herd that mostly goes back to sleep. Added here: a
+ * writer that unlocks while readers sleep HANDS the lock to all of them (they wake holding
+ * it), which bounds reader starvation under writer preference (phase-fair).
+ *
+ * State word `word` (uintptr_t):
+ *   bit 0  WRLOCK     write-held; bits 7..63 are then the writer's thread record
+ *   bit 1  WRWANT     a writer waits - spinning (counted in wspin; FreeBSD's
+ *                     WRITE_SPINNER) or asleep (counted in wwait): new readers defer, so
+ *                     the readers inside drain. A hint for fairness only - every wake-up
+ *                     decision reads the counts - so it may be stale: a reader that sees it
+ *                     with no writer counted clears it.
+ *   bit 2  DESTROYED  poisoned by kl_rwlock_destroy()
+ *   bits 3-6          always 0
+ *   bits 7..63        reader count when WRLOCK is clear (RW_RD_ONE per reader)
+ *   0 = free. Read fast path: CAS count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path:
+ *   CAS 0 -> self|WRLOCK.
+ * Side words: wwait (writers asleep or about to sleep), wspin (writers spinning), wseq
+ * (writers' futex word, bumped per writer wake-up), rwait (low 32 bits: readers asleep or
+ * about to; high 32 bits: read holds granted to them by a writer and not yet claimed), rseq
+ * (readers' futex word), spin_ns (EWMA of successful spin times, spin.h). Sleepers and
+ * spinners are counted apart so that a wake-up system call is made only for a sleeper.
+ *
+ * Invariants.
+ *   I1 Wake-ups never depend on WRWANT: a sleeper counts itself (S1/S2) before its last
+ *      look at the word, and every transition a sleeper waits for (write release, last
+ *      reader out, writer giving up) is followed by a look at the counts (SB pairs below).
+ *   I2 Grants: a writer leaving the write side (unlock or downgrade) while readers sleep
+ *      adds one grant per ungranted sleeping reader (G1) and only then turns the word into
+ *      that many read holds (G3). A sleeping reader that finds a grant claims it (G2),
+ *      leaving the count and the grant together, and waits for the word to show read
+ *      holds (G4) before returning: grants == holds, none leaked, none double-spent.
+ *      grants <= sleeping readers always, and every counted reader checks for a grant
+ *      before it sleeps and after every wake-up, so every grant is claimed.
+ *   I3 Bounds (no starvation either side): a waiting writer sets WRWANT, so new readers
+ *      wait (spinning, then asleep) and the readers inside drain; the last one out wakes a
+ *      sleeping writer (a spinning one sees it). A writer's
+ *      release grants every reader asleep at that moment before the next writer can get in.
+ *      Writers among themselves barge (not FIFO); a writer woken and beaten retries.
+ *
+ * Memory ordering (labels at the sites).
+ *   R1  read acquire CAS (count+1)              pairs with W2/G3 of the last writer
+ *   R2  read release fetch-sub (seq_cst)        pairs with W1 of the next writer;
+ *                                               SB with S2 (then reads wwait)
+ *   W1  write acquire CAS                       pairs with W2 and R2
+ *   W2  write release CAS (seq_cst)             pairs with R1/W1; SB with S1/S2 (then
+ *                                               reads rwait/wwait)
+ *   S1  reader's seq_cst increment of rwait, then seq_cst load of the word: with W2 this
+ *       is the store-buffer pattern, all four seq_cst, so either the releaser sees the
+ *       count or the sleeper sees the release. The futex value (rseq) closes the rest:
+ *       the sleeper read rseq before its last look, and wakers bump it after theirs.
+ *   S2  the same for writers (wwait, wseq) against W2 and R2.
+ *   G1  release CAS adding grants    pairs with G2, the claimer's acquire CAS: the
+ *       writer's critical section happens-before the claimer's read section
+ *   G3  release CAS word -> n read holds   pairs with G4, the claimer's acquire load
+ *
+ * Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
+ * bounded starvation both ways; downgrade; timed variants. Cons / limits: readers share
+ * one cache line (read scaling is the rmlock/pcpu_rwsem's job); no read recursion; writers
+ * are not FIFO among themselves; WRWANT can be lost in a race (it is only a hint: readers
+ * then briefly overtake a sleeping writer, which re-sets it on its next look).
+ */
+#include <klock/rwlock.h>
+#include <klock/wait.h>
+#include "hooks.h"
+#include "spin.h"
+#include "thread.h"
+
+#define RW_WRLOCK 0x1ul
+#define RW_WRWANT 0x2ul
+#define RW_DESTROYED 0x4ul
+#define RW_FLAGS 0x7ful
+#define RW_RD_ONE 0x80ul
+/* Word bits that keep a new reader out. */
+#define RW_RD_BLOCK (RW_WRLOCK | RW_WRWANT | RW_DESTROYED)
+/* What kl_rwlock_destroy() stores. */
+#define RW_POISON ((uintptr_t)0xdead0000ul | RW_DESTROYED)
+/* rwait halves. */
+#define RW_SLEEPER 1ull
+#define RW_GRANT (1ull << 32)
+
+#define RW_KIND KLI_KIND_RWLOCK
+
+static inline struct kli_thread *rw_owner(uintptr_t v)
+{
+	return (v & RW_WRLOCK) ? (struct kli_thread *)(v & ~RW_FLAGS) : NULL;
+}
+
+/* Writers waiting, spinning or asleep (relaxed: a hint for readers and for WRWANT). */
+static inline uint32_t rw_writers_waiting(const struct kl_rwlock *rw)
+{
+	return atomic_load_explicit(&rw->wwait, memory_order_relaxed) +
+	       atomic_load_explicit(&rw->wspin, memory_order_relaxed);
+}
+
+static inline uint32_t rw_sleepers(uint64_t s)
+{
+	return (uint32_t)s;
+}
+
+static inline uint32_t rw_grants(uint64_t s)
+{
+	return (uint32_t)(s >> 32);
+}
+
+static KL_COLD KL_NOINLINE void rw_report(const struct kl_rwlock *rw, const char *what,
+					  const void *site)
+{
+	kli_report(what, kli_kind_name(RW_KIND), rw, site, NULL);
+}
+
+static const char *rw_lock_misuse(int err)
+{
+	return err == EDEADLK ? "relock of a held non-recursive lock" : "use after destroy";
+}
+
+static void rw_wake_writer(struct kl_rwlock *rw)
+{
+	atomic_fetch_add_explicit(&rw->wseq, 1, memory_order_release);
+	kl_wake(&rw->wseq, 1);
+}
+
+static void rw_wake_readers(struct kl_rwlock *rw)
+{
+	atomic_fetch_add_explicit(&rw->rseq, 1, memory_order_release);
+	kl_wake(&rw->rseq, KL_WAKE_ALL);
+}
+
+/* ---- read side ----------------------------------------------------------------------- */
+
+/* One attempt to enter shared: 0, EAGAIN (a writer holds it or sleeps for it), EDEADLK
+ * (we are the writer), EINVAL (destroyed). @order: seq_cst when it is a sleeper's last
+ * look (S1). */
+static int rw_read_try(struct kl_rwlock *rw, struct kli_thread *self, memory_order order)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, order);
+
+	for (;;) {
+		if (v & RW_DESTROYED)
+			return EINVAL;
+		if (v & RW_WRLOCK)
+			return rw_owner(v) == self ? EDEADLK : EAGAIN;
+		if (v & RW_WRWANT) {
+			if (rw_writers_waiting(rw) != 0)
+				return EAGAIN; /* defer to the waiting writer (I3) */
+			/* Stale (its writer left): clear it and look again. */
+			atomic_compare_exchange_weak_explicit(&rw->word, &v, v & ~RW_WRWANT,
+							      memory_order_relaxed,
+							      memory_order_relaxed);
+			continue;
+		}
+		/* R1: acquire, pairs with the last writer's W2/G3. */
+		if (atomic_compare_exchange_weak_explicit(&rw->word, &v, v + RW_RD_ONE,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return 0;
+	}
+}
+
+/* After R2 took away a hold from word @old: misuse, or the last reader out while a
+ * writer sleeps. */
+static KL_NOINLINE void rw_read_released_slow(struct kl_rwlock *rw, uintptr_t old,
+					      const void *site)
+{
+	if ((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) {
+		atomic_fetch_add_explicit(&rw->word, RW_RD_ONE, memory_order_relaxed); /* undo */
+		rw_report(rw, (old & RW_DESTROYED) ? "use after destroy"
+						   : "read unlock of a lock not read-held", site);
+		return;
+	}
+	rw_wake_writer(rw); /* last reader out, a writer sleeps */
+}
+
+/* R2: drops one read hold; returns the word before. */
+static KL_ALWAYS_INLINE uintptr_t rw_read_sub(struct kl_rwlock *rw)
+{
+	/* R2: release (seq_cst: SB with S2, then we read wwait). */
+	return atomic_fetch_sub_explicit(&rw->word, RW_RD_ONE, memory_order_seq_cst);
+}
+
+/* After R2 from @old: misuse, or the last reader out while a writer sleeps? */
+static KL_ALWAYS_INLINE bool rw_read_released_badly(struct kl_rwlock *rw, uintptr_t old)
+{
+	return kl_unlikely((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) ||
+	       ((old & ~RW_FLAGS) == RW_RD_ONE &&
+		kl_unlikely(atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0));
+}
+
+/* Drops one read hold (internal callers). */
+static void rw_read_release(struct kl_rwlock *rw, const void *site)
+{
+	uintptr_t old = rw_read_sub(rw);
+
+	if (rw_read_released_badly(rw, old))
+		rw_read_released_slow(rw, old, site);
+}
+
+/* A counted sleeper leaves the count. Claims a grant if one is pending (then it holds
+ * the lock, and drops the hold it may have taken itself). True if it holds the lock. */
+static bool rw_read_leave(struct kl_rwlock *rw, bool entered, bool only_if_granted,
+			  const void *site)
+{
+	uint64_t s = atomic_load_explicit(&rw->rwait, memory_order_relaxed);
+	struct kli_spin spin;
+
+	for (;;) {
+		if (rw_grants(s) != 0) {
+			/* G2: acquire, pairs with G1. */
+			if (atomic_compare_exchange_weak_explicit(&rw->rwait, &s,
+								  s - RW_GRANT - RW_SLEEPER,
+								  memory_order_acquire,
+								  memory_order_relaxed))
+				break;
+		} else if (only_if_granted) {
+			return false;
+		} else if (atomic_compare_exchange_weak_explicit(&rw->rwait, &s, s - RW_SLEEPER,
+								 memory_order_relaxed,
+								 memory_order_relaxed)) {
+			return entered;
+		}
+	}
+	if (entered)
+		rw_read_release(rw, site);
+	/* G4: acquire, pairs with G3: our hold is in the word before we can drop it. */
+	kli_spin_start(&spin, KLI_STALL_NS);
+	while (atomic_load_explicit(&rw->word, memory_order_acquire) & RW_WRLOCK)
+		kli_spin_stall(&spin);
+	return true;
+}
+
+/* A writer holds the lock, or waits for it (the drain it needs is short). */
+static bool rw_read_blocked(const struct kl_rwlock *rw, uintptr_t v)
+{
+	return (v & RW_WRLOCK) || ((v & RW_WRWANT) && rw_writers_waiting(rw) != 0);
+}
+
+/* Spins while a writer holds or waits for the lock. 0 once entered, or EAGAIN. */
+static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w)
+{
+	uint64_t t0 = kl_arch_cycles();
+	struct kli_spin s;
+	int err;
+
+	kli_wait_spin(w);
+	kli_spin_start(&s, kli_spin_budget(&rw->spin_ns));
+	do {
+		if (!rw_read_blocked(rw, atomic_load_explicit(&rw->word, memory_order_relaxed))) {
+			err = rw_read_try(rw, self, memory_order_relaxed);
+			if (err != EAGAIN)
+				break;
+		}
+		err = EAGAIN;
+	} while (kli_spin_backoff(&s));
+	kli_spin_learn(&rw->spin_ns, err == 0, kli_cycles_to_ns(kl_arch_cycles() - t0));
+	return err;
+}
+
+/* Sleeps until entered, granted, timed out or misused. */
+static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w,
+			 const struct timespec *abstime, const void *site)
+{
+	uint32_t seq;
+	int err;
+
+	atomic_fetch_add_explicit(&rw->rwait, RW_SLEEPER, memory_order_seq_cst); /* S1 */
+	for (;;) {
+		/* The futex value first, then every condition it guards (a grant, the word):
+		 * a grant and its wake-up landing between a grant check and this load would
+		 * otherwise leave us asleep on the new value (G1 precedes the bump that
+		 * publishes it: the acquire here makes it visible below). */
+		seq = atomic_load_explicit(&rw->rseq, memory_order_seq_cst);
+		if (rw_read_leave(rw, false, true, site))
+			return 0; /* a writer handed us the lock */
+		kli_test_point("rwlock.read_sleep.checked");
+		err = rw_read_try(rw, self, memory_order_seq_cst); /* S1: last look */
+		if (err != EAGAIN)
+			break;
+		if (kli_deadline_passed(abstime)) {
+			err = ETIMEDOUT;
+			break;
+		}
+		kli_wait_sleep(w);
+		kl_wait(&rw->rseq, seq, abstime);
+	}
+	/* A grant may have arrived meanwhile: then we hold the lock whatever happened. */
+	return rw_read_leave(rw, err == 0, false, site) ? 0 : err;
+}
+
+static int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime, unsigned flags,
+			const void *site)
+{
+	struct kli_thread *self = kli_self();
+	struct kli_wait w;
+	int err;
+
+	kli_wait_begin(&w);
+	err = rw_read_try(rw, self, memory_order_relaxed);
+	if (err == EAGAIN)
+		err = rw_read_spin(rw, self, &w);
+	if (err == EAGAIN)
+		err = rw_read_sleep(rw, self, &w, abstime, site);
+	kli_wait_end(&w, rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
+	return err;
+}
+
+/* The read fast path: CAS count+1 while nothing blocks readers (R1). True if entered. */
+static KL_ALWAYS_INLINE bool rw_read_fast(struct kl_rwlock *rw)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	while (kl_likely(!(v & RW_RD_BLOCK))) {
+		/* R1: acquire, pairs with the last writer's W2/G3. */
+		if (kl_likely(atomic_compare_exchange_weak_explicit(&rw->word, &v, v + RW_RD_ONE,
+								    memory_order_acquire,
+								    memory_order_relaxed)))
+			return true;
+	}
+	return false;
+}
+
+static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, const void *site)
+{
+	unsigned flags = KLI_HF_READ | (abstime != NULL ? KLI_HF_TRY : 0);
+	int err = 0;
+
+	kli_hook_acquire(rw, RW_KIND, flags, site);
+	if (!rw_read_fast(rw))
+		err = rw_read_slow(rw, abstime, flags, site);
+	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
+	return err;
+}
+
+/* ---- write side ------------------------------------------------------------------------ */
+
+/* One attempt to take it exclusive: 0, EAGAIN, EDEADLK, EINVAL. */
+static int rw_write_try(struct kl_rwlock *rw, struct kli_thread *self, memory_order order)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, order);
+
+	for (;;) {
+		if (v & RW_DESTROYED)
+			return EINVAL;
+		if (v & ~RW_WRWANT)
+			return rw_owner(v) == self ? EDEADLK : EAGAIN;
+		/* W1: acquire, pairs with W2 and R2. WRWANT stays for the other sleepers. */
+		if (atomic_compare_exchange_weak_explicit(&rw->word, &v,
+							  (uintptr_t)self | RW_WRLOCK | v,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return 0;
+	}
+}
+
+/* Spins, counted in wspin and with WRWANT set so the readers inside drain (FreeBSD's
+ * WRITE_SPINNER, counted as OpenBSD counts sleepers). 0 once taken, or EAGAIN. */
+static int rw_write_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w)
+{
+	uint64_t t0 = kl_arch_cycles();
+	struct kli_spin s;
+	uintptr_t v;
+	int err;
+
+	kli_wait_spin(w);
+	kli_spin_start(&s, kli_spin_budget(&rw->spin_ns));
+	atomic_fetch_add_explicit(&rw->wspin, 1, memory_order_relaxed);
+	do {
+		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+		if (!(v & ~RW_WRWANT)) {
+			err = rw_write_try(rw, self, memory_order_relaxed);
+			if (err != EAGAIN)
+				break;
+		} else if (!(v & (RW_WRWANT | RW_DESTROYED))) {
+			atomic_compare_exchange_weak_explicit(&rw->word, &v, v | RW_WRWANT,
+							      memory_order_relaxed,
+							      memory_order_relaxed);
+		}
+		err = EAGAIN;
+	} while (kli_spin_backoff(&s));
+	atomic_fetch_sub_explicit(&rw->wspin, 1, memory_order_relaxed);
+	kli_spin_learn(&rw->spin_ns, err == 0, kli_cycles_to_ns(kl_arch_cycles() - t0));
+	return err;
+}
+
+/* The last sleeping writer timed out: nobody is left for readers to defer to. */
+static void rw_writer_gave_up(struct kl_rwlock *rw, uint32_t writers_left)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	if (writers_left != 0) {
+		rw_wake_writer(rw); /* the wake-up we may have absorbed goes to another */
+		return;
+	}
+	if (atomic_load_explicit(&rw->wspin, memory_order_relaxed) != 0)
+		return; /* a spinning writer keeps WRWANT; it grants the sleepers later */
+	while ((v & RW_WRWANT) &&
+	       !atomic_compare_exchange_weak_explicit(&rw->word, &v, v & ~RW_WRWANT,
+						      memory_order_seq_cst, memory_order_relaxed))
+		;
+	if (rw_sleepers(atomic_load_explicit(&rw->rwait, memory_order_seq_cst)) != 0)
+		rw_wake_readers(rw);
+}
+
+static int rw_write_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w,
+			  const struct timespec *abstime)
+{
+	uint32_t seq, left;
+	uintptr_t v;
+	int err;
+
+	atomic_fetch_add_explicit(&rw->wwait, 1, memory_order_seq_cst); /* S2 */
+	for (;;) {
+		seq = atomic_load_explicit(&rw->wseq, memory_order_seq_cst);
+		err = rw_write_try(rw, self, memory_order_seq_cst); /* S2: last look */
+		if (err != EAGAIN)
+			break;
+		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+		if (!(v & RW_WRWANT)) { /* make new readers wait for us (I3), then look again */
+			atomic_compare_exchange_weak_explicit(&rw->word, &v, v | RW_WRWANT,
+							      memory_order_seq_cst,
+							      memory_order_relaxed);
+			continue;
+		}
+		if (kli_deadline_passed(abstime)) {
+			err = ETIMEDOUT;
+			break;
+		}
+		kli_wait_sleep(w);
+		kl_wait(&rw->wseq, seq, abstime);
+	}
+	left = atomic_fetch_sub_explicit(&rw->wwait, 1, memory_order_seq_cst) - 1;
+	if (err == ETIMEDOUT)
+		rw_writer_gave_up(rw, left);
+	return err;
+}
+
+static int rw_write_slow(struct kl_rwlock *rw, struct kli_thread *self,
+			 const struct timespec *abstime, unsigned flags, const void *site)
+{
+	struct kli_wait w;
+	int err;
+
+	kli_wait_begin(&w);
+	err = rw_write_try(rw, self, memory_order_relaxed);
+	if (err == EAGAIN)
+		err = rw_write_spin(rw, self, &w);
+	if (err == EAGAIN)
+		err = rw_write_sleep(rw, self, &w, abstime);
+	kli_wait_end(&w, rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
+	return err;
+}
+
+/* The write fast path: CAS 0 -> self|WRLOCK (W1). */
+static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, struct kli_thread *self)
+{
+	uintptr_t v = 0;
+
+	/* W1: acquire, pairs with W2 and R2. */
+	return atomic_compare_exchange_strong_explicit(&rw->word, &v, (uintptr_t)self | RW_WRLOCK,
+						       memory_order_acquire, memory_order_relaxed);
+}
+
+static int rw_write_lock(struct kl_rwlock *rw, const struct timespec *abstime,
+			 const void *site)
+{
+	struct kli_thread *self = kli_self();
+	unsigned flags = abstime != NULL ? KLI_HF_TRY : 0;
+	int err = 0;
+
+	kli_hook_acquire(rw, RW_KIND, flags, site);
+	if (!rw_write_fast(rw, self))
+		err = rw_write_slow(rw, self, abstime, flags, site);
+	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
+	return err;
+}
+
+/* G1: grants a read hold to every sleeping reader not granted one yet. Returns how many. */
+static uint32_t rw_grant(struct kl_rwlock *rw)
+{
+	uint64_t s = atomic_load_explicit(&rw->rwait, memory_order_relaxed);
+	uint32_t n;
+
+	do {
+		n = rw_sleepers(s) - rw_grants(s);
+		if (n == 0)
+			return 0;
+		/* G1: release, pairs with G2 in the claimer. */
+	} while (!atomic_compare_exchange_weak_explicit(&rw->rwait, &s, s + n * RW_GRANT,
+							memory_order_release, memory_order_relaxed));
+	return n;
+}
+
+/*
+ * After the write side was left (W2/G3, seq_cst) with @granted readers handed the lock
+ * and @holds other read holds: wake whoever that transition may concern (I1). A free lock
+ * with a sleeping writer wakes the writer (readers would only defer to it); granted
+ * readers are woken to claim; ungranted sleepers are woken to look again.
+ */
+static void rw_wake_after(struct kl_rwlock *rw, uint32_t granted, uintptr_t holds)
+{
+	uint64_t s = atomic_load_explicit(&rw->rwait, memory_order_seq_cst); /* S1 pair */
+
+	if (granted != 0)
+		rw_wake_readers(rw);
+	else if (holds == 0 && atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)
+		rw_wake_writer(rw); /* S2 pair */
+	else if (rw_sleepers(s) > rw_grants(s))
+		rw_wake_readers(rw);
+}
+
+/*
+ * Leaves the write side (unlock: @holds 0; downgrade: 1): the word becomes @holds plus one
+ * read hold per granted sleeping reader, then whoever must wake is woken.
+ */
+static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
+{
+	uint32_t n = rw_grant(rw);
+	uintptr_t keep;
+
+	do { /* WRWANT only while writers sleep (a stale drop is harmless: I1) */
+		keep = rw_writers_waiting(rw) != 0 ? (v & RW_WRWANT) : 0;
+		/* W2 / G3: release (seq_cst: SB with S1/S2, then we read the counts). */
+	} while (!atomic_compare_exchange_weak_explicit(&rw->word, &v,
+							(holds + n) * RW_RD_ONE | keep,
+							memory_order_seq_cst, memory_order_relaxed));
+	rw_wake_after(rw, n, holds + n);
+}
+
+static KL_NOINLINE void rw_write_unlock_slow(struct kl_rwlock *rw, struct kli_thread *self,
+					     const void *site)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	if (self == NULL || rw_owner(v) != self || (v & RW_DESTROYED))
+		rw_report(rw, (v & RW_DESTROYED) ? "use after destroy"
+			      : (v & RW_WRLOCK) ? "unlock by a thread that does not own the lock"
+						: "write unlock of a lock not write-held", site);
+	else
+		rw_write_leave(rw, v, 0);
+	kli_hook_released(rw, RW_KIND, 0);
+}
+
+/* A sleeper counted itself while we released (S1/S2 pairs): wake whoever it is. */
+static KL_NOINLINE void rw_write_unlocked_slow(struct kl_rwlock *rw)
+{
+	rw_wake_after(rw, 0, 0);
+	kli_hook_released(rw, RW_KIND, 0);
+}
+
+/* ---- exported ------------------------------------------------------------------------------ */
+
+void kl_rwlock_init(struct kl_rwlock *rw)
+{
+	atomic_store_explicit(&rw->word, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->wwait, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->wseq, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->rwait, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->rseq, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->spin_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->wspin, 0, memory_order_relaxed);
+	kli_hook_created(rw, RW_KIND, 0);
+}
+
+int kl_rwlock_destroy(struct kl_rwlock *rw)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+	int err = 0;
+
+	if (v & RW_DESTROYED)
+		err = EINVAL;
+	else if ((v & ~RW_WRWANT) != 0 || rw_writers_waiting(rw) != 0 ||
+		 atomic_load_explicit(&rw->rwait, memory_order_relaxed) ||
+		 !atomic_compare_exchange_strong_explicit(&rw->word, &v, RW_POISON,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+		err = EBUSY;
+	if (err != 0) {
+		if (KLOCK_DEBUG_LOCKS)
+			rw_report(rw, err == EBUSY ? "destroy of a held lock" : "use after destroy",
+				  KLI_SITE());
+		return err;
+	}
+	kli_hook_destroyed(rw, RW_KIND);
+	return 0;
+}
+
+static KL_NOINLINE void rw_read_lock_contended(struct kl_rwlock *rw, const void *site)
+{
+	int err = rw_read_slow(rw, NULL, KLI_HF_READ, site);
+
+	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ | (err != 0 ? KLI_HF_FAILED : 0), site);
+	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
+		rw_report(rw, rw_lock_misuse(err), site);
+}
+
+void kl_rwlock_read_lock(struct kl_rwlock *rw)
+{
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
+	if (kl_likely(rw_read_fast(rw))) {
+		kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
+		return;
+	}
+	rw_read_lock_contended(rw, KLI_SITE());
+}
+
+bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
+{
+	const void *site = KLI_SITE();
+	int err;
+
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY, site);
+	err = rw_read_try(rw, kli_self(), memory_order_relaxed);
+	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
+		rw_report(rw, rw_lock_misuse(err), site);
+	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0),
+			  site);
+	return err == 0;
+}
+
+int kl_rwlock_read_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
+{
+	const void *site = KLI_SITE();
+	int err;
+
+	if (!kli_timespec_valid(abstime))
+		return EINVAL;
+	err = rw_read_lock(rw, abstime, site);
+	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
+		rw_report(rw, rw_lock_misuse(err), site);
+	return err;
+}
+
+void kl_rwlock_read_unlock(struct kl_rwlock *rw)
+{
+	uintptr_t old;
+
+	kli_hook_release(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
+	old = rw_read_sub(rw);
+	if (kl_unlikely(rw_read_released_badly(rw, old)))
+		rw_read_released_slow(rw, old, KLI_SITE());
+	kli_hook_released(rw, RW_KIND, KLI_HF_READ);
+}
+
+static KL_NOINLINE void rw_write_lock_contended(struct kl_rwlock *rw, const void *site)
+{
+	struct kli_thread *self = kli_self();
+	int err = 0;
+
+	if (!rw_write_fast(rw, self))
+		err = rw_write_slow(rw, self, NULL, 0, site);
+	kli_hook_acquired(rw, RW_KIND, err != 0 ? KLI_HF_FAILED : 0, site);
+	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
+		rw_report(rw, rw_lock_misuse(err), site);
+}
+
+void kl_rwlock_write_lock(struct kl_rwlock *rw)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	kli_hook_acquire(rw, RW_KIND, 0, KLI_SITE());
+	if (kl_likely(self != NULL) && kl_likely(rw_write_fast(rw, self))) {
+		kli_hook_acquired(rw, RW_KIND, 0, KLI_SITE());
+		return;
+	}
+	rw_write_lock_contended(rw, KLI_SITE());
+}
+
+bool kl_rwlock_write_trylock(struct kl_rwlock *rw)
+{
+	const void *site = KLI_SITE();
+	int err;
+
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_TRY, site);
+	err = rw_write_try(rw, kli_self(), memory_order_relaxed);
+	if (KLOCK_DEBUG_LOCKS && err == EINVAL)
+		rw_report(rw, rw_lock_misuse(err), site);
+	kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0), site);
+	return err == 0;
+}
+
+int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
+{
+	const void *site = KLI_SITE();
+	int err;
+
+	if (!kli_timespec_valid(abstime))
+		return EINVAL;
+	err = rw_write_lock(rw, abstime, site);
+	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
+		rw_report(rw, rw_lock_misuse(err), site);
+	return err;
+}
+
+void kl_rwlock_write_unlock(struct kl_rwlock *rw)
+{
+	struct kli_thread *self = kli_tls_self;
+	uintptr_t v = (uintptr_t)self | RW_WRLOCK;
+
+	kli_hook_release(rw, RW_KIND, 0, KLI_SITE());
+	/* W2: release (seq_cst: SB with S1/S2, then we read the counts). With sleepers we
+	 * take the slow path to hand the lock to the readers instead of releasing it. */
+	if (kl_unlikely(self == NULL) ||
+	    kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_relaxed) != 0) ||
+	    kl_unlikely(!atomic_compare_exchange_strong_explicit(&rw->word, &v, 0,
+								  memory_order_seq_cst,
+								  memory_order_relaxed))) {
+		rw_write_unlock_slow(rw, self, KLI_SITE());
+		return;
+	}
+	if (kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
+			atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)) {
+		rw_write_unlocked_slow(rw);
+		return;
+	}
+	kli_hook_released(rw, RW_KIND, 0);
+}
+
+void kl_rwlock_write_downgrade(struct kl_rwlock *rw)
+{
+	const void *site = KLI_SITE();
+	struct kli_thread *self = kli_self();
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	if (rw_owner(v) != self || (v & RW_DESTROYED)) {
+		rw_report(rw, (v & RW_DESTROYED) ? "use after destroy"
+						 : "downgrade of a lock not write-held by the caller",
+			  site);
+		return;
+	}
+	kli_hook_release(rw, RW_KIND, 0, site);
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, site);
+	rw_write_leave(rw, v, 1);
+	kli_hook_released(rw, RW_KIND, 0);
+	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, site);
+}
+
+bool kl_rwlock_wowned(const struct kl_rwlock *rw)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	return self != NULL &&
+	       rw_owner(atomic_load_explicit(&rw->word, memory_order_relaxed)) == self;
+}

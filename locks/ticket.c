@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/ticket.c - kl_ticket, the FIFO ticket spinlock.
+ *
+ * What it is. The classic ticket lock (Linux x86 spinlocks 2008-2014, before qspinlock;
+ * ck_spinlock_ticket): two 32-bit counters. A locker takes `next` with one fetch-add and
+ * waits until `owner` equals its ticket; unlock advances `owner`. Waiters all poll the
+ * same word, so a release costs one cache-line transfer per waiter: fine for a few CPUs
+ * and short sections, which is its job (a leaf lock, the hashed-lock stripe kind); MCS or
+ * kl_mutex scale further.
+ *
+ * State:
+ *   next      ticket the next locker gets (wraps mod 2^32)
+ *   owner     ticket being served; owner == next: unlocked; next - owner: holder + waiters
+ *   sleepers  waiters parked (or about to park) on the lock's key, each tagged with its
+ *             ticket (the park cookie)
+ *   holder    debug builds only: the holder's record (locks/lockdebug.h)
+ * Invariants: owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
+ * owner. A waiter parks only while its ticket is at least two places from being served
+ * (my - owner >= 2, checked under the bucket lock); so the next in line is always awake,
+ * and each unlock that finds sleepers wakes exactly the ticket that has just become next.
+ *
+ * Oversubscription. FIFO is a trap when threads outnumber CPUs: if the next ticket's
+ * thread is preempted, everyone waits for it to be scheduled, and spinning waiters burn
+ * the CPU it needs. So the next in line spins on a time budget and then yields (kli_yield)
+ * to the preempted thread; the others spin briefly and then sleep in the parking lot until
+ * their turn is next (TWA, Dice & Kogan 2019, with the parking lot as the waiting array).
+ *
+ * Memory ordering:
+ *   T1  fetch-add on next (relaxed): only picks the ticket; RMW atomicity makes it unique.
+ *   T2  acquire load of owner that sees our ticket   pairs with T3
+ *   T3  release store of owner + 1 in unlock         pairs with T2 of the next ticket
+ *   S1/S2 asymmetric pair: the parker counts itself (sleepers++) and issues the heavy fence
+ *       (membarrier, S1) before its validate looks at owner; the unlocker stores owner (T3),
+ *       takes the light fence (compiler barrier, S2) and loads sleepers. Either it sees the
+ *       sleeper (and unparks under the bucket lock, where validate and unpark serialise) or
+ *       the parker sees the new owner and does not sleep. The light side is what keeps the
+ *       uncontended unlock a plain store plus two loads.
+ *   Trylock: T2 (acquire load of owner), then a CAS next: owner -> owner + 1, which
+ *   succeeds only if no ticket was taken since, so the owner value read is current.
+ *
+ * Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
+ * two loads). Cons: every awake waiter polls one line (O(waiters) traffic per release);
+ * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
+ * waking a sleeper costs a system call in the unlock that makes it next.
+ */
+#include <klock/ticket.h>
+#include "fence_impl.h"
+#include "hooks.h"
+#include "lockdebug.h"
+#include "park.h"
+#include "spin.h"
+
+#define TICKET_KIND KLI_KIND_TICKET
+/* Next in line: spin this long, then yield (a section + hand-over is far shorter; yielding
+ * sooner hands the CPU to other processes for a whole time slice). */
+#define TICKET_SPIN_NS 50000u
+/* Further back: poll this long (the queue may move fast), then sleep until next. */
+#define TICKET_QUEUE_SPIN_NS 2000u
+/* What kl_ticket_destroy() leaves in both counters. */
+#define TICKET_POISON 0xdead0000u
+
+struct ticket_park {
+	struct kl_ticket *t;
+	uint32_t my;
+};
+
+/* Under the bucket lock: sleep only while our turn is at least two places away. */
+static bool ticket_validate(void *arg)
+{
+	struct ticket_park *tp = arg;
+
+	return tp->my - atomic_load_explicit(&tp->t->owner, memory_order_relaxed) >= 2;
+}
+
+/* Sleeps until our ticket is next (or became next meanwhile). */
+static void ticket_sleep(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
+{
+	struct ticket_park tp = { t, my };
+	struct kli_park_req req = { .key = t, .validate = ticket_validate, .arg = &tp,
+				    .cookie = my };
+	uintptr_t token;
+
+	atomic_fetch_add_explicit(&t->sleepers, 1, memory_order_relaxed);
+	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() */
+	kli_wait_sleep(w);
+	kli_park(&req, &token);
+	atomic_fetch_sub_explicit(&t->sleepers, 1, memory_order_relaxed);
+	kli_wait_spin(w);
+}
+
+static KL_NOINLINE void ticket_wait(struct kl_ticket *t, uint32_t my, const void *site)
+{
+	struct kli_wait w;
+	struct kli_spin s;
+	uint32_t owner;
+	bool next = false;
+
+	kli_wait_begin(&w);
+	kli_wait_spin(&w);
+	kli_spin_start(&s, TICKET_QUEUE_SPIN_NS);
+	while ((owner = atomic_load_explicit(&t->owner, memory_order_acquire)) != my) { /* T2 */
+		if (!next && my - owner == 1) { /* our turn is next: the spin budget restarts */
+			next = true;
+			kli_spin_start(&s, TICKET_SPIN_NS);
+		}
+		if (kli_spin_poll(&s))
+			continue;
+		if (next) {
+			kli_yield(); /* the holder may be preempted: give it our CPU */
+		} else {
+			ticket_sleep(t, my, &w);
+		}
+		kli_spin_start(&s, next ? TICKET_SPIN_NS : TICKET_QUEUE_SPIN_NS);
+	}
+	kli_wait_end(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
+}
+
+/* Sleepers exist: wake the one whose ticket is now next (it may not have parked yet, or
+ * not at all: then nothing happens and it finds out by itself). */
+static KL_NOINLINE void ticket_wake_next(struct kl_ticket *t, uint32_t owner)
+{
+	kli_unpark_cookie(t, owner + 1, 0);
+}
+
+void kl_ticket_init(struct kl_ticket *t)
+{
+	atomic_store_explicit(&t->next, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->owner, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->sleepers, 0, memory_order_relaxed);
+#if KLOCK_DEBUG_LOCKS
+	atomic_store_explicit(&t->holder, 0, memory_order_relaxed);
+#endif
+	kli_hook_created(t, TICKET_KIND, KLI_HF_SPIN);
+}
+
+void kl_ticket_destroy(struct kl_ticket *t)
+{
+#if KLOCK_DEBUG_LOCKS
+	kli_dbg_destroy(&t->holder, t, TICKET_KIND, KLI_SITE());
+#endif
+	atomic_store_explicit(&t->next, TICKET_POISON, memory_order_relaxed);
+	atomic_store_explicit(&t->owner, TICKET_POISON, memory_order_relaxed);
+	kli_hook_destroyed(t, TICKET_KIND);
+}
+
+void kl_ticket_lock(struct kl_ticket *t)
+{
+	uint32_t my, owner;
+
+	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
+#if KLOCK_DEBUG_LOCKS
+	if (!kli_dbg_lock_ok(&t->holder, t, TICKET_KIND, KLI_SITE()))
+		return;
+#endif
+	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
+	owner = atomic_load_explicit(&t->owner, memory_order_acquire);   /* T2: pairs with T3 */
+	if (kl_unlikely(owner != my))
+		ticket_wait(t, my, KLI_SITE());
+#if KLOCK_DEBUG_LOCKS
+	kli_dbg_locked(&t->holder);
+#endif
+	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
+}
+
+bool kl_ticket_trylock(struct kl_ticket *t)
+{
+	uint32_t owner;
+	bool ok;
+
+	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY, KLI_SITE());
+	owner = atomic_load_explicit(&t->owner, memory_order_acquire); /* T2: pairs with T3 */
+	ok = atomic_compare_exchange_strong_explicit(&t->next, &owner, owner + 1,
+						     memory_order_relaxed, memory_order_relaxed);
+#if KLOCK_DEBUG_LOCKS
+	if (ok)
+		kli_dbg_locked(&t->holder);
+	else if (atomic_load_explicit(&t->holder, memory_order_relaxed) == KLI_DBG_POISON)
+		kli_dbg_report("use after destroy", t, TICKET_KIND, KLI_SITE());
+#endif
+	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED),
+			  KLI_SITE());
+	return ok;
+}
+
+void kl_ticket_unlock(struct kl_ticket *t)
+{
+	uint32_t owner;
+
+	kli_hook_release(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
+#if KLOCK_DEBUG_LOCKS
+	if (!kli_dbg_unlock_ok(&t->holder, t, TICKET_KIND, KLI_SITE()))
+		return;
+#endif
+	owner = atomic_load_explicit(&t->owner, memory_order_relaxed) + 1; /* only we write it */
+	atomic_store_explicit(&t->owner, owner, memory_order_release); /* T3 */
+	kli_fence_light(); /* S2: pairs with S1 in ticket_sleep() */
+	if (kl_unlikely(atomic_load_explicit(&t->sleepers, memory_order_relaxed) != 0))
+		ticket_wake_next(t, owner);
+	kli_hook_released(t, TICKET_KIND, KLI_HF_SPIN);
+}
+
+bool kl_ticket_is_locked(const struct kl_ticket *t)
+{
+	return atomic_load_explicit(&t->owner, memory_order_relaxed) !=
+	       atomic_load_explicit(&t->next, memory_order_relaxed);
+}

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* tests/test_mcs.c - kl_mcs: exclusion, FIFO hand-over, trylock, misuse (debug builds). */
+#include <klock/mcs.h>
+#include "kltest.h"
+#include "kl_internal.h"
+
+/* More threads than this machine's CPUs: waiters must yield, not collapse. */
+#define NTHREADS 4
+#define BUMPS 10
+
+static struct kl_mcs ml;
+static long counter, iters;
+static _Atomic long violations;
+static struct klt_barrier start;
+
+static void guarded_bump(void)
+{
+	long v = counter;
+
+	for (int i = 0; i < BUMPS; i++) {
+		kli_barrier();
+		counter++;
+	}
+	if (counter != v + BUMPS)
+		atomic_fetch_add(&violations, 1);
+}
+
+static void *bump_thread(void *arg)
+{
+	bool use_try = *(int *)arg % 2;
+	struct kl_mcs_node node; /* one node, reused for every acquisition */
+
+	klt_barrier_wait(&start); /* all contend from the first iteration */
+	for (long i = 0; i < iters; i++) {
+		if (use_try) {
+			while (!kl_mcs_trylock(&ml, &node))
+				;
+		} else {
+			kl_mcs_lock(&ml, &node);
+		}
+		guarded_bump();
+		kl_mcs_unlock(&ml, &node);
+	}
+	return NULL;
+}
+
+static void test_mcs_excludes_under_contention(void **state)
+{
+	int ids[NTHREADS] = { 0, 1, 2, 3 };
+
+	kl_mcs_init(&ml);
+	counter = 0;
+	iters = klt_scaled(20000);
+	klt_barrier_init(&start, NTHREADS);
+	klt_run_threads(NTHREADS, bump_thread, ids, sizeof(ids[0]));
+	assert_int_equal(atomic_load(&violations), 0);
+	assert_int_equal(counter, iters * NTHREADS * BUMPS);
+	assert_false(kl_mcs_is_locked(&ml));
+	kl_mcs_destroy(&ml);
+}
+
+/* ---- FIFO: the queue is served in the order nodes were appended ---------------------- */
+#define FIFO_WAITERS 4
+static int order[FIFO_WAITERS];
+static _Atomic int served;
+static struct kl_mcs_node fifo_nodes[FIFO_WAITERS];
+
+static void *fifo_thread(void *arg)
+{
+	int id = *(int *)arg;
+
+	kl_mcs_lock(&ml, &fifo_nodes[id]);
+	order[atomic_fetch_add(&served, 1)] = id;
+	kl_mcs_unlock(&ml, &fifo_nodes[id]);
+	return NULL;
+}
+
+static void test_mcs_serves_in_arrival_order_waking_sleepers(void **state)
+{
+	struct kl_mcs_node mine;
+	pthread_t t[FIFO_WAITERS];
+	int ids[FIFO_WAITERS];
+
+	kl_mcs_init(&ml);
+	atomic_store(&served, 0);
+	kl_mcs_lock(&ml, &mine);
+	for (int i = 0; i < FIFO_WAITERS; i++) {
+		ids[i] = i;
+		assert_int_equal(pthread_create(&t[i], NULL, fifo_thread, &ids[i]), 0);
+		/* Wait until thread i's node is the queue's tail. */
+		while (atomic_load(&ml.tail) != (uintptr_t)&fifo_nodes[i])
+			klt_sleep_ms(1);
+	}
+	/* The two waiters behind the holder stay awake; the ones further back sleep on their
+	 * own nodes (locked == 2, MCS_SLEEPING in mcs.c). */
+	for (int i = 2; i < FIFO_WAITERS; i++)
+		while (atomic_load(&fifo_nodes[i].locked) != 2)
+			klt_sleep_ms(1);
+	assert_int_not_equal(atomic_load(&fifo_nodes[0].locked), 2);
+	assert_int_not_equal(atomic_load(&fifo_nodes[1].locked), 2);
+	kl_mcs_unlock(&ml, &mine); /* each hand-over wakes (or pre-wakes) the next one */
+	for (int i = 0; i < FIFO_WAITERS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < FIFO_WAITERS; i++)
+		assert_int_equal(order[i], i);
+}
+
+/* Tries once; releases what it got. */
+static void *trylock_once(void *arg)
+{
+	struct kl_mcs_node node;
+
+	*(bool *)arg = kl_mcs_trylock(&ml, &node);
+	if (*(bool *)arg)
+		kl_mcs_unlock(&ml, &node);
+	return NULL;
+}
+
+static void test_mcs_trylock_fails_while_held(void **state)
+{
+	struct kl_mcs_node mine;
+	pthread_t t;
+	bool got = true;
+
+	kl_mcs_init(&ml);
+	assert_true(kl_mcs_trylock(&ml, &mine));
+	assert_int_equal(pthread_create(&t, NULL, trylock_once, &got), 0);
+	pthread_join(t, NULL);
+	assert_false(got);
+	kl_mcs_unlock(&ml, &mine);
+	assert_int_equal(pthread_create(&t, NULL, trylock_once, &got), 0);
+	pthread_join(t, NULL);
+	assert_true(got);
+	assert_false(kl_mcs_is_locked(&ml));
+}
+
+static void test_mcs_static_initializer_works(void **state)
+{
+	static struct kl_mcs s = KL_MCS_INITIALIZER;
+	struct kl_mcs_node a, b;
+
+	assert_false(kl_mcs_is_locked(&s));
+	kl_mcs_lock(&s, &a);
+	assert_true(kl_mcs_is_locked(&s));
+	assert_false(kl_mcs_trylock(&s, &b));
+	kl_mcs_unlock(&s, &a);
+	assert_true(kl_mcs_trylock(&s, &b));
+	kl_mcs_unlock(&s, &b);
+}
+
+#if KLOCK_DEBUG_LOCKS
+static struct kl_mcs_node other_node;
+
+static void *unlock_other(void *arg)
+{
+	kl_mcs_unlock(arg, &other_node);
+	return NULL;
+}
+
+static void test_mcs_misuse_is_reported(void **state)
+{
+	struct kl_mcs l = KL_MCS_INITIALIZER;
+	struct kl_mcs_node a, b;
+	unsigned long n0 = kli_report_count();
+	pthread_t th;
+
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	kl_mcs_lock(&l, &a);
+	kl_mcs_lock(&l, &b); /* relock: reported, skipped (no self-deadlock) */
+	assert_int_equal(kli_report_count(), n0 + 1);
+	assert_int_equal(pthread_create(&th, NULL, unlock_other, &l), 0);
+	pthread_join(th, NULL); /* unlock by a non-owner */
+	assert_int_equal(kli_report_count(), n0 + 2);
+	kl_mcs_unlock(&l, &a);
+	kl_mcs_unlock(&l, &a); /* double unlock */
+	assert_int_equal(kli_report_count(), n0 + 3);
+	kl_mcs_destroy(&l);
+	kl_mcs_lock(&l, &a); /* use after destroy */
+	assert_int_equal(kli_report_count(), n0 + 4);
+	kl_mcs_init(&l);
+	kl_mcs_lock(&l, &a);
+	kl_mcs_destroy(&l); /* destroy of a held lock */
+	assert_int_equal(kli_report_count(), n0 + 5);
+}
+#endif
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mcs_excludes_under_contention),
+		cmocka_unit_test(test_mcs_serves_in_arrival_order_waking_sleepers),
+		cmocka_unit_test(test_mcs_trylock_fails_while_held),
+		cmocka_unit_test(test_mcs_static_initializer_works),
+#if KLOCK_DEBUG_LOCKS
+		cmocka_unit_test(test_mcs_misuse_is_reported),
+#endif
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

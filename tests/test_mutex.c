@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* tests/test_mutex.c - kl_mutex: exclusion, try/timed semantics, hand-off, misuse. */
+#include <pthread.h>
+
+#include <klock/mutex.h>
+#include "kltest.h"
+#include "kl_internal.h"
+#include "park.h"
+
+_Static_assert(sizeof(struct kl_mutex) <= sizeof(pthread_mutex_t),
+	       "kl_mutex must fit in a pthread_mutex_t (the LD_PRELOAD interposer)");
+_Static_assert(_Alignof(struct kl_mutex) <= _Alignof(pthread_mutex_t),
+	       "kl_mutex must not need more alignment than a pthread_mutex_t");
+
+/* Threads in the contention tests: more than this machine's 2 CPUs (oversubscribed). */
+#define NTHREADS 6
+/* CK validate.h style: bump a plain counter this many times inside one section. */
+#define BUMPS 10
+
+static struct kl_mutex mtx;
+static long counter;
+static long iters;
+static _Atomic long inside;
+
+/* A section that a second thread inside would corrupt (plain, non-atomic updates). */
+static void guarded_bump(void)
+{
+	assert_int_equal(atomic_fetch_add(&inside, 1), 0);
+	for (int i = 0; i < BUMPS; i++) {
+		long v = counter;
+
+		kli_barrier();
+		counter = v + 1;
+	}
+	assert_int_equal(atomic_fetch_sub(&inside, 1), 1);
+}
+
+static struct klt_barrier start;
+
+static void *bump_thread(void *arg)
+{
+	int mode = *(int *)arg; /* 0 lock, 1 trylock loop, 2 timedlock */
+
+	klt_barrier_wait(&start); /* all contend from the first iteration */
+	for (long i = 0; i < iters; i++) {
+		if (mode == 1) {
+			while (!kl_mutex_trylock(&mtx))
+				;
+		} else if (mode == 2) {
+			struct timespec d = klt_deadline_ms(60000);
+
+			assert_int_equal(kl_mutex_timedlock(&mtx, &d), 0);
+		} else {
+			kl_mutex_lock(&mtx);
+		}
+		assert_true(kl_mutex_owned(&mtx));
+		guarded_bump();
+		kl_mutex_unlock(&mtx);
+	}
+	return NULL;
+}
+
+static void test_mutex_excludes_under_contention(void **state)
+{
+	int mode[NTHREADS];
+
+	for (int i = 0; i < NTHREADS; i++)
+		mode[i] = i % 3;
+	kl_mutex_init(&mtx);
+	iters = klt_scaled(60000);
+	counter = 0;
+	klt_barrier_init(&start, NTHREADS);
+	klt_run_threads(NTHREADS, bump_thread, mode, sizeof(mode[0]));
+	assert_int_equal(counter, iters * NTHREADS * BUMPS);
+	assert_int_equal(kl_mutex_destroy(&mtx), 0);
+}
+
+/* ---- a holder thread the other tests drive -------------------------------------------- */
+struct holder {
+	struct kl_mutex *m;
+	pthread_t t;
+	_Atomic int state; /* 0 start, 1 holding, 2 release requested, 3 done */
+};
+
+static void *hold_thread(void *arg)
+{
+	struct holder *h = arg;
+
+	kl_mutex_lock(h->m);
+	atomic_store(&h->state, 1);
+	while (atomic_load(&h->state) != 2)
+		klt_sleep_ms(1);
+	kl_mutex_unlock(h->m);
+	atomic_store(&h->state, 3);
+	return NULL;
+}
+
+static void hold_start(struct holder *h, struct kl_mutex *m)
+{
+	h->m = m;
+	atomic_store(&h->state, 0);
+	assert_int_equal(pthread_create(&h->t, NULL, hold_thread, h), 0);
+	while (atomic_load(&h->state) != 1)
+		klt_sleep_ms(1);
+}
+
+static void hold_stop(struct holder *h)
+{
+	atomic_store(&h->state, 2);
+	pthread_join(h->t, NULL);
+}
+
+static void test_mutex_trylock_fails_while_held_elsewhere(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct holder h;
+
+	hold_start(&h, &m);
+	assert_false(kl_mutex_trylock(&m));
+	assert_false(kl_mutex_owned(&m));
+	hold_stop(&h);
+	assert_true(kl_mutex_trylock(&m));
+	assert_true(kl_mutex_owned(&m));
+	kl_mutex_unlock(&m);
+	assert_false(kl_mutex_owned(&m));
+}
+
+static void test_mutex_trylock_by_owner_fails(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+
+	kl_mutex_lock(&m);
+	assert_false(kl_mutex_trylock(&m)); /* not recursive */
+	kl_mutex_unlock(&m);
+}
+
+static void test_mutex_timedlock_times_out_never_early(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct holder h;
+	struct timespec d;
+	int64_t t0, waited;
+
+	hold_start(&h, &m);
+	t0 = klt_now_ns();
+	d = klt_deadline_ms(40);
+	assert_int_equal(kl_mutex_timedlock(&m, &d), ETIMEDOUT);
+	waited = klt_now_ns() - t0;
+	assert_true(klt_now_ns() >= (int64_t)d.tv_sec * KLT_NSEC_PER_SEC + d.tv_nsec);
+	assert_true(waited >= 40 * 1000000ll);
+	assert_true(waited < 40 * 1000000ll + 5 * KLT_NSEC_PER_SEC); /* late: generous */
+	assert_false(kl_mutex_owned(&m));
+	/* An expired deadline on a held mutex: ETIMEDOUT at once. */
+	d = klt_deadline_ms(-1);
+	assert_int_equal(kl_mutex_timedlock(&m, &d), ETIMEDOUT);
+	hold_stop(&h);
+}
+
+static void test_mutex_timedlock_gets_a_lock_released_in_time(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct holder h;
+	struct timespec d;
+
+	hold_start(&h, &m);
+	atomic_store(&h.state, 2); /* release soon */
+	d = klt_deadline_ms(60000);
+	assert_int_equal(kl_mutex_timedlock(&m, &d), 0);
+	assert_true(kl_mutex_owned(&m));
+	kl_mutex_unlock(&m);
+	pthread_join(h.t, NULL);
+	/* Past deadline on a free mutex: taken, not ETIMEDOUT. */
+	d = klt_deadline_ms(-1000);
+	assert_int_equal(kl_mutex_timedlock(&m, &d), 0);
+	kl_mutex_unlock(&m);
+}
+
+static void test_mutex_timedlock_rejects_bad_timespec(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct timespec bad[] = { { 0, -1 }, { 0, 1000000000 }, { -1, 0 } };
+
+	for (size_t i = 0; i < KL_ARRAY_SIZE(bad); i++)
+		assert_int_equal(kl_mutex_timedlock(&m, &bad[i]), EINVAL);
+	assert_false(kl_mutex_owned(&m)); /* checked before taking even a free mutex */
+}
+
+static void test_mutex_static_initializer_works(void **state)
+{
+	static struct kl_mutex s = KL_MUTEX_INITIALIZER;
+
+	kl_mutex_lock(&s);
+	assert_true(kl_mutex_owned(&s));
+	assert_false(kl_mutex_trylock(&s));
+	kl_mutex_unlock(&s);
+	assert_true(kl_mutex_trylock(&s));
+	kl_mutex_unlock(&s);
+}
+
+static void *lock_unlock_thread(void *arg)
+{
+	struct kl_mutex *m = arg;
+
+	kl_mutex_lock(m);
+	kl_mutex_unlock(m);
+	return NULL;
+}
+
+/* Locks, then holds until told to let go. */
+struct hand {
+	struct kl_mutex *m;
+	_Atomic int go;
+};
+
+static void *lock_hold_thread(void *arg)
+{
+	struct hand *h = arg;
+
+	kl_mutex_lock(h->m);
+	while (!atomic_load(&h->go))
+		klt_sleep_ms(1);
+	kl_mutex_unlock(h->m);
+	return NULL;
+}
+
+/* Waits until @n threads sleep on @m's park key. */
+static void wait_parked(struct kl_mutex *m, unsigned n)
+{
+	while (kli_park_queued(m) != n)
+		klt_sleep_ms(1);
+}
+
+static void test_mutex_unlock_wakes_a_sleeper(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	pthread_t t;
+
+	kl_mutex_lock(&m);
+	assert_int_equal(pthread_create(&t, NULL, lock_unlock_thread, &m), 0);
+	wait_parked(&m, 1); /* it spun, then slept */
+	kl_mutex_unlock(&m);
+	pthread_join(t, NULL); /* hangs (test timeout) if the wake-up was lost */
+	assert_int_equal(kli_park_queued(&m), 0);
+	assert_int_equal(atomic_load(&m.owner), 0); /* nobody left: PARKED cleared */
+}
+
+static void test_mutex_long_waiter_is_handed_the_lock(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct hand h = { &m, 0 };
+	pthread_t t;
+
+	kl_mutex_lock(&m);
+	assert_int_equal(pthread_create(&t, NULL, lock_hold_thread, &h), 0);
+	wait_parked(&m, 1);
+	klt_sleep_ms(5); /* it has now waited longer than the hand-off threshold (~1 ms) */
+	kl_mutex_unlock(&m);
+	/* Handed over, not released: the sleeper owns it before it even runs, so we cannot
+	 * barge back in (without hand-off this trylock wins: the sleeper is still waking). */
+	assert_false(kl_mutex_trylock(&m));
+	atomic_store(&h.go, 1);
+	pthread_join(t, NULL);
+	assert_true(kl_mutex_trylock(&m));
+	kl_mutex_unlock(&m);
+}
+
+/* ---- every thread makes progress (hand-off, bounded barging) -------------------------- */
+#define FAIR_THREADS 5
+static _Atomic long fair_total;
+static long fair_target;
+static long fair_count[FAIR_THREADS];
+
+static struct klt_barrier fair_start;
+
+static void *fair_thread(void *arg)
+{
+	long *mine = arg;
+
+	klt_barrier_wait(&fair_start);
+	while (atomic_load_explicit(&fair_total, memory_order_relaxed) < fair_target) {
+		kl_mutex_lock(&mtx);
+		guarded_bump();
+		(*mine)++;
+		kl_mutex_unlock(&mtx);
+		atomic_fetch_add_explicit(&fair_total, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void test_mutex_every_thread_makes_progress(void **state)
+{
+	kl_mutex_init(&mtx);
+	counter = 0;
+	atomic_store(&fair_total, 0);
+	fair_target = klt_scaled(2000000);
+	klt_barrier_init(&fair_start, FAIR_THREADS);
+	memset(fair_count, 0, sizeof(fair_count));
+	klt_run_threads(FAIR_THREADS, fair_thread, fair_count, sizeof(fair_count[0]));
+	for (int i = 0; i < FAIR_THREADS; i++) {
+		print_message("thread %d: %ld acquisitions\n", i, fair_count[i]);
+		assert_true(fair_count[i] > 0);
+	}
+	kl_mutex_destroy(&mtx);
+}
+
+/* ---- stress: sleepers and spinners mixed, long and short holds -------------------------- */
+static void *stress_thread(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u;
+
+	klt_barrier_wait(&start);
+	for (long i = 0; i < iters; i++) {
+		seed = seed * 1103515245u + 12345u;
+		kl_mutex_lock(&mtx);
+		guarded_bump();
+		if ((seed >> 16) % 64 == 0) /* now and then a long hold: others must sleep */
+			klt_sleep_ms(1);
+		kl_mutex_unlock(&mtx);
+	}
+	return NULL;
+}
+
+static void test_mutex_no_lost_wakeup_under_stress(void **state)
+{
+	int ids[NTHREADS];
+
+	kl_mutex_init(&mtx);
+	counter = 0;
+	iters = klt_scaled(2000);
+	klt_barrier_init(&start, NTHREADS);
+	klt_run_threads(NTHREADS, stress_thread, ids, sizeof(ids[0]));
+	assert_int_equal(counter, iters * NTHREADS * BUMPS);
+	assert_int_equal(kli_park_queued(&mtx), 0);
+	assert_int_equal(kl_mutex_destroy(&mtx), 0);
+}
+
+/* ---- lifetime: the last waiter may free the mutex once it holds it -------------------- */
+static void *lock_destroy_free_thread(void *arg)
+{
+	struct kl_mutex *m = arg;
+
+	kl_mutex_lock(m);
+	kl_mutex_unlock(m);
+	assert_int_equal(kl_mutex_destroy(m), 0);
+	free(m);
+	return NULL;
+}
+
+static void test_mutex_unlock_then_free_is_safe(void **state)
+{
+	long rounds = klt_scaled(200);
+
+	for (long i = 0; i < rounds; i++) {
+		struct kl_mutex *m = malloc(sizeof(*m));
+		pthread_t t;
+
+		kl_mutex_init(m);
+		kl_mutex_lock(m);
+		assert_int_equal(pthread_create(&t, NULL, lock_destroy_free_thread, m), 0);
+		if (i % 2 == 0)
+			wait_parked(m, 1); /* half the rounds: unlock wakes a sleeper */
+		kl_mutex_unlock(m); /* must not touch *m once the waiter can have it */
+		pthread_join(t, NULL);
+	}
+}
+
+/* ---- destroy and misuse ---------------------------------------------------------------- */
+static void test_mutex_destroy_refuses_a_held_mutex_then_poisons(void **state)
+{
+	struct kl_mutex m;
+	struct timespec d = klt_deadline_ms(10);
+
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	kl_mutex_init(&m);
+	kl_mutex_lock(&m);
+	assert_int_equal(kl_mutex_destroy(&m), EBUSY);
+	kl_mutex_unlock(&m);
+	assert_int_equal(kl_mutex_destroy(&m), 0);
+	assert_false(kl_mutex_trylock(&m));
+	assert_int_equal(kl_mutex_timedlock(&m, &d), EINVAL);
+	assert_int_equal(kl_mutex_destroy(&m), EINVAL);
+	kl_mutex_init(&m); /* init makes a destroyed mutex usable again */
+	assert_true(kl_mutex_trylock(&m));
+	kl_mutex_unlock(&m);
+}
+
+static void *unlock_other_thread(void *arg)
+{
+	kl_mutex_unlock(arg);
+	return NULL;
+}
+
+/* Detected for free in every build (each fails a fast-path CAS); reported with warn. */
+static void test_mutex_misuse_is_reported(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct timespec d = klt_deadline_ms(10);
+	unsigned long n0 = kli_report_count();
+	pthread_t t;
+
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	kl_mutex_lock(&m);
+	kl_mutex_lock(&m); /* relock: reported, returns without relocking */
+	assert_int_equal(kli_report_count(), n0 + 1);
+	assert_int_equal(pthread_create(&t, NULL, unlock_other_thread, &m), 0);
+	pthread_join(t, NULL); /* unlock by a non-owner: reported, ignored */
+	assert_int_equal(kli_report_count(), n0 + 2);
+	assert_true(kl_mutex_owned(&m));
+	assert_int_equal(kl_mutex_timedlock(&m, &d), EDEADLK);
+	kl_mutex_unlock(&m);
+	kl_mutex_unlock(&m); /* double unlock */
+	assert_int_equal(kli_report_count(), n0 + 3 + KLOCK_DEBUG_LOCKS);
+	assert_int_equal(kl_mutex_destroy(&m), 0);
+	kl_mutex_lock(&m); /* use after destroy */
+	kl_mutex_unlock(&m);
+	assert_int_equal(kli_report_count(), n0 + 5 + KLOCK_DEBUG_LOCKS);
+	/* Debug builds also report misuse that an error code already tells the caller. */
+	assert_false(kl_mutex_trylock(&m));
+	assert_int_equal(kl_mutex_timedlock(&m, &d), EINVAL);
+	assert_int_equal(kl_mutex_destroy(&m), EINVAL);
+	assert_int_equal(kli_report_count(), n0 + 5 + 4 * KLOCK_DEBUG_LOCKS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mutex_excludes_under_contention),
+		cmocka_unit_test(test_mutex_trylock_fails_while_held_elsewhere),
+		cmocka_unit_test(test_mutex_trylock_by_owner_fails),
+		cmocka_unit_test(test_mutex_timedlock_times_out_never_early),
+		cmocka_unit_test(test_mutex_timedlock_gets_a_lock_released_in_time),
+		cmocka_unit_test(test_mutex_timedlock_rejects_bad_timespec),
+		cmocka_unit_test(test_mutex_static_initializer_works),
+		cmocka_unit_test(test_mutex_unlock_wakes_a_sleeper),
+		cmocka_unit_test(test_mutex_long_waiter_is_handed_the_lock),
+		cmocka_unit_test(test_mutex_every_thread_makes_progress),
+		cmocka_unit_test(test_mutex_no_lost_wakeup_under_stress),
+		cmocka_unit_test(test_mutex_unlock_then_free_is_safe),
+		cmocka_unit_test(test_mutex_destroy_refuses_a_held_mutex_then_poisons),
+		cmocka_unit_test(test_mutex_misuse_is_reported),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* tests/test_osq.c - the optimistic spin queue: one head at a time, cancellation. */
+#include "kltest.h"
+#include "osq.h"
+
+#define NTHREADS 3
+
+static _Atomic uintptr_t tail;
+static _Atomic int heads;   /* threads that believe they are the head right now */
+static _Atomic long entered, cancelled;
+static long iters;
+
+static struct klt_barrier start;
+
+static void *osq_thread(void *arg)
+{
+	struct kli_thread *self = kli_self();
+	unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
+
+	klt_barrier_wait(&start);
+	for (long i = 0; i < iters; i++) {
+		struct kli_spin s;
+
+		seed = seed * 1103515245u + 12345u;
+		/* Half wait for the ones ahead (hand-overs), half give up within a few us
+		 * (cancellation from the middle of the queue). Spinning long is what a
+		 * loaded machine punishes (a preempted head), so "long" stays short. */
+		kli_spin_start(&s, (seed >> 16) % 2 == 0 ? 50000 : (seed >> 17) % 3000);
+		if (!kli_osq_lock(&tail, self, &s)) {
+			/* A cancelled spinner is unlinked: only it could have put itself in
+			 * the tail, and its leaving moved the tail off it. */
+			assert_true(atomic_load(&tail) != (uintptr_t)self);
+			atomic_fetch_add(&cancelled, 1);
+			continue;
+		}
+		assert_int_equal(atomic_fetch_add(&heads, 1), 0);
+		/* Stay head ~2 us, longer than the short budgets: they must cancel. */
+		for (uint64_t t0 = kli_now_ns(); kli_now_ns() - t0 < 2000;)
+			kl_arch_relax();
+		assert_int_equal(atomic_fetch_sub(&heads, 1), 1);
+		atomic_fetch_add(&entered, 1);
+		kli_osq_unlock(&tail, self);
+	}
+	return NULL;
+}
+
+static void test_osq_one_head_at_a_time_with_cancellations(void **state)
+{
+	int ids[NTHREADS];
+
+	iters = klt_scaled(10000);
+	klt_barrier_init(&start, NTHREADS);
+	klt_run_threads(NTHREADS, osq_thread, ids, sizeof(ids[0]));
+	print_message("heads %ld, cancelled %ld\n", atomic_load(&entered),
+		      atomic_load(&cancelled));
+	assert_int_equal(atomic_load(&entered) + atomic_load(&cancelled), iters * NTHREADS);
+	assert_true(atomic_load(&cancelled) > 0); /* the cancel path really ran */
+	assert_true(atomic_load(&entered) > 0);
+	assert_int_equal(atomic_load(&tail), 0); /* every leaver unlinked itself */
+}
+
+static void test_osq_uncontended_head_at_once(void **state)
+{
+	static _Atomic uintptr_t t;
+	struct kli_thread *self = kli_self();
+	struct kli_spin s;
+
+	kli_spin_start(&s, 0); /* no budget: an empty queue still makes us the head */
+	assert_true(kli_osq_lock(&t, self, &s));
+	assert_int_equal(atomic_load(&t), (uintptr_t)self);
+	kli_osq_unlock(&t, self);
+	assert_int_equal(atomic_load(&t), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_osq_uncontended_head_at_once),
+		cmocka_unit_test(test_osq_one_head_at_a_time_with_cancellations),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

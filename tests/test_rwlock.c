@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* tests/test_rwlock.c - kl_rwlock: sharing, exclusion, preference and hand-off, downgrade,
+ * try/timed semantics, misuse. */
+#include <pthread.h>
+
+#include <klock/rwlock.h>
+#include "kltest.h"
+#include "kl_internal.h"
+
+_Static_assert(sizeof(struct kl_rwlock) <= sizeof(pthread_rwlock_t),
+	       "kl_rwlock must fit in a pthread_rwlock_t (the LD_PRELOAD interposer)");
+_Static_assert(_Alignof(struct kl_rwlock) <= _Alignof(pthread_rwlock_t),
+	       "kl_rwlock must not need more alignment than a pthread_rwlock_t");
+
+#define NTHREADS 5
+#define BUMPS 10
+#define RD_SHIFT 7 /* reader count position in the word (rwlock.c) */
+
+static struct kl_rwlock rw;
+
+static unsigned readers_of(const struct kl_rwlock *l)
+{
+	uintptr_t v = atomic_load(&l->word);
+
+	return (v & 1) ? 0 : (unsigned)(v >> RD_SHIFT);
+}
+
+static uint32_t sleeping_readers(const struct kl_rwlock *l)
+{
+	return (uint32_t)atomic_load(&l->rwait);
+}
+
+/* ---- readers share -------------------------------------------------------------------- */
+static _Atomic int sharers;
+
+static void *share_thread(void *arg)
+{
+	bool *met = arg;
+	int64_t deadline = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
+
+	kl_rwlock_read_lock(&rw);
+	atomic_fetch_add(&sharers, 1);
+	while (atomic_load(&sharers) < 2 && klt_now_ns() < deadline)
+		klt_sleep_ms(1);
+	*met = atomic_load(&sharers) >= 2; /* both inside at once */
+	kl_rwlock_read_unlock(&rw);
+	return NULL;
+}
+
+static void test_rwlock_readers_share(void **state)
+{
+	bool met[2] = { false, false };
+
+	kl_rwlock_init(&rw);
+	atomic_store(&sharers, 0);
+	klt_run_threads(2, share_thread, met, sizeof(met[0]));
+	assert_true(met[0] && met[1]);
+	assert_int_equal(atomic_load(&rw.word), 0);
+}
+
+/* ---- writers exclude everyone ----------------------------------------------------------- */
+static _Atomic int readers_in, writers_in;
+static _Atomic long violations;
+static long counter, iters, writes_done;
+static struct klt_barrier start;
+
+static void write_section(void)
+{
+	if (atomic_fetch_add(&writers_in, 1) != 0 || atomic_load(&readers_in) != 0)
+		atomic_fetch_add(&violations, 1);
+	for (int i = 0; i < BUMPS; i++) {
+		long v = counter;
+
+		kli_barrier();
+		counter = v + 1;
+	}
+	writes_done++;
+	atomic_fetch_sub(&writers_in, 1);
+}
+
+static void read_section(void)
+{
+	atomic_fetch_add(&readers_in, 1);
+	if (atomic_load(&writers_in) != 0 || counter % BUMPS != 0)
+		atomic_fetch_add(&violations, 1);
+	atomic_fetch_sub(&readers_in, 1);
+}
+
+static void *mixed_thread(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 7;
+	struct timespec far;
+
+	klt_barrier_wait(&start);
+	for (long i = 0; i < iters; i++) {
+		seed = seed * 1103515245u + 12345u;
+		unsigned r = (seed >> 16) % 100;
+
+		far = klt_deadline_ms(60000);
+		if (r < 25) { /* writes, through every entry point */
+			if (r < 5)
+				while (!kl_rwlock_write_trylock(&rw))
+					;
+			else if (r < 10)
+				assert_int_equal(kl_rwlock_write_timedlock(&rw, &far), 0);
+			else
+				kl_rwlock_write_lock(&rw);
+			assert_true(kl_rwlock_wowned(&rw));
+			write_section();
+			if (r % 7 == 0) { /* downgrade: still no writer may get in */
+				kl_rwlock_write_downgrade(&rw);
+				read_section();
+				kl_rwlock_read_unlock(&rw);
+			} else {
+				kl_rwlock_write_unlock(&rw);
+			}
+		} else {
+			if (r < 30)
+				while (!kl_rwlock_read_trylock(&rw))
+					;
+			else if (r < 35)
+				assert_int_equal(kl_rwlock_read_timedlock(&rw, &far), 0);
+			else
+				kl_rwlock_read_lock(&rw);
+			read_section();
+			kl_rwlock_read_unlock(&rw);
+		}
+		if ((seed >> 8) % 512 == 0)
+			klt_sleep_ms(1); /* now and then others must sleep, not just spin */
+	}
+	return NULL;
+}
+
+static void test_rwlock_writers_exclude_everyone(void **state)
+{
+	int ids[NTHREADS];
+
+	for (int i = 0; i < NTHREADS; i++)
+		ids[i] = i + 1;
+	kl_rwlock_init(&rw);
+	counter = writes_done = 0;
+	atomic_store(&violations, 0);
+	iters = klt_scaled(20000);
+	klt_barrier_init(&start, NTHREADS);
+	klt_run_threads(NTHREADS, mixed_thread, &ids[0], sizeof(ids[0]));
+	assert_int_equal(atomic_load(&violations), 0);
+	assert_int_equal(counter, writes_done * BUMPS);
+	assert_true(writes_done > 0);
+	assert_int_equal(atomic_load(&rw.word) & ~(uintptr_t)2, 0); /* free (maybe a stale hint) */
+	assert_int_equal(atomic_load(&rw.wwait), 0);
+	assert_int_equal(atomic_load(&rw.rwait), 0);
+	assert_int_equal(kl_rwlock_destroy(&rw), 0);
+}
+
+/* ---- a helper thread that runs one operation and holds the result until told ------------ */
+enum op { OP_READ, OP_WRITE, OP_TRY_READ, OP_TRY_WRITE, OP_TIMED_READ, OP_TIMED_WRITE };
+
+struct actor {
+	pthread_t t;
+	enum op op;
+	int64_t timeout_ms;
+	_Atomic int state; /* 0 running, 1 done (holding if ok), 2 release, 3 finished */
+	int ret;           /* 0 acquired, else an errno (trylock failure: EBUSY) */
+};
+
+static void *actor_thread(void *arg)
+{
+	struct actor *a = arg;
+	struct timespec d = klt_deadline_ms(a->timeout_ms);
+
+	switch (a->op) {
+	case OP_READ: kl_rwlock_read_lock(&rw); a->ret = 0; break;
+	case OP_WRITE: kl_rwlock_write_lock(&rw); a->ret = 0; break;
+	case OP_TRY_READ: a->ret = kl_rwlock_read_trylock(&rw) ? 0 : EBUSY; break;
+	case OP_TRY_WRITE: a->ret = kl_rwlock_write_trylock(&rw) ? 0 : EBUSY; break;
+	case OP_TIMED_READ: a->ret = kl_rwlock_read_timedlock(&rw, &d); break;
+	case OP_TIMED_WRITE: a->ret = kl_rwlock_write_timedlock(&rw, &d); break;
+	}
+	atomic_store(&a->state, 1);
+	while (atomic_load(&a->state) != 2)
+		klt_sleep_ms(1);
+	if (a->ret == 0) {
+		if (a->op == OP_READ || a->op == OP_TRY_READ || a->op == OP_TIMED_READ)
+			kl_rwlock_read_unlock(&rw);
+		else
+			kl_rwlock_write_unlock(&rw);
+	}
+	atomic_store(&a->state, 3);
+	return NULL;
+}
+
+static void actor_start(struct actor *a, enum op op, int64_t timeout_ms)
+{
+	a->op = op;
+	a->timeout_ms = timeout_ms;
+	a->ret = -1;
+	atomic_store(&a->state, 0);
+	assert_int_equal(pthread_create(&a->t, NULL, actor_thread, a), 0);
+}
+
+/* Runs @op in another thread and returns its result (releasing what it got). */
+static int actor_once(enum op op)
+{
+	struct actor a;
+
+	actor_start(&a, op, 0);
+	while (atomic_load(&a.state) != 1)
+		klt_sleep_ms(1);
+	atomic_store(&a.state, 2);
+	pthread_join(a.t, NULL);
+	return a.ret;
+}
+
+static void actor_finish(struct actor *a)
+{
+	while (atomic_load(&a->state) != 1)
+		klt_sleep_ms(1);
+	atomic_store(&a->state, 2);
+	pthread_join(a->t, NULL);
+}
+
+static void test_rwlock_trylock_semantics(void **state)
+{
+	kl_rwlock_init(&rw);
+	kl_rwlock_write_lock(&rw);
+	assert_int_equal(actor_once(OP_TRY_READ), EBUSY);
+	assert_int_equal(actor_once(OP_TRY_WRITE), EBUSY);
+	kl_rwlock_write_unlock(&rw);
+	kl_rwlock_read_lock(&rw);
+	assert_int_equal(actor_once(OP_TRY_READ), 0);  /* readers share */
+	assert_int_equal(actor_once(OP_TRY_WRITE), EBUSY);
+	kl_rwlock_read_unlock(&rw);
+	assert_int_equal(actor_once(OP_TRY_WRITE), 0);
+	assert_false(kl_rwlock_wowned(&rw));
+}
+
+static void test_rwlock_timedlock_times_out_never_early(void **state)
+{
+	struct timespec bad = { 0, 1000000000 };
+	struct actor a;
+	int64_t t0;
+
+	kl_rwlock_init(&rw);
+	kl_rwlock_write_lock(&rw);
+	for (int k = 0; k < 2; k++) {
+		t0 = klt_now_ns();
+		actor_start(&a, k == 0 ? OP_TIMED_READ : OP_TIMED_WRITE, 30);
+		while (atomic_load(&a.state) != 1)
+			klt_sleep_ms(1);
+		assert_int_equal(a.ret, ETIMEDOUT);
+		assert_true(klt_now_ns() - t0 >= 30 * 1000000ll);
+		atomic_store(&a.state, 2);
+		pthread_join(a.t, NULL);
+	}
+	kl_rwlock_write_unlock(&rw);
+	assert_int_equal(atomic_load(&rw.word), 0); /* the timed-out writer left no WRWANT */
+	assert_int_equal(kl_rwlock_read_timedlock(&rw, &bad), EINVAL);
+	assert_int_equal(kl_rwlock_write_timedlock(&rw, &bad), EINVAL);
+	assert_int_equal(atomic_load(&rw.word), 0);
+}
+
+static void test_rwlock_downgrade_keeps_writers_out(void **state)
+{
+	kl_rwlock_init(&rw);
+	kl_rwlock_write_lock(&rw);
+	kl_rwlock_write_downgrade(&rw);
+	assert_false(kl_rwlock_wowned(&rw));
+	assert_int_equal(readers_of(&rw), 1);
+	assert_int_equal(actor_once(OP_TRY_WRITE), EBUSY); /* no window for a writer */
+	assert_int_equal(actor_once(OP_TRY_READ), 0);      /* but readers may join */
+	kl_rwlock_read_unlock(&rw);
+	assert_int_equal(actor_once(OP_TRY_WRITE), 0);
+}
+
+static void test_rwlock_new_readers_defer_to_a_sleeping_writer(void **state)
+{
+	struct actor w;
+
+	kl_rwlock_init(&rw);
+	kl_rwlock_read_lock(&rw);
+	actor_start(&w, OP_WRITE, 0);
+	while (atomic_load(&rw.wwait) != 1) /* the writer sleeps (set WRWANT) */
+		klt_sleep_ms(1);
+	assert_int_equal(actor_once(OP_TRY_READ), EBUSY); /* a new reader must wait */
+	kl_rwlock_read_unlock(&rw);                      /* last reader out wakes it */
+	actor_finish(&w);
+	assert_int_equal(w.ret, 0);
+	assert_int_equal(actor_once(OP_TRY_READ), 0); /* nobody waits any more */
+}
+
+static void test_rwlock_sleeping_readers_are_handed_the_lock(void **state)
+{
+	struct actor r, w;
+
+	kl_rwlock_init(&rw);
+	kl_rwlock_write_lock(&rw);
+	actor_start(&r, OP_READ, 0);
+	while (sleeping_readers(&rw) != 1)
+		klt_sleep_ms(1);
+	actor_start(&w, OP_WRITE, 0);
+	while (atomic_load(&rw.wwait) != 1)
+		klt_sleep_ms(1);
+	kl_rwlock_write_unlock(&rw);
+	/* The reader was asleep when we left: the lock went to it, before the writer that
+	 * also sleeps (phase-fair hand-off; otherwise a writer stream starves readers). */
+	assert_int_equal(readers_of(&rw), 1);
+	while (atomic_load(&r.state) != 1)
+		klt_sleep_ms(1);
+	assert_int_equal(r.ret, 0);
+	assert_int_equal(atomic_load(&w.state), 0); /* the writer still waits */
+	actor_finish(&r);                           /* reader leaves: writer's turn */
+	actor_finish(&w);
+	assert_int_equal(w.ret, 0);
+	assert_int_equal(atomic_load(&rw.rwait), 0);
+}
+
+static void test_rwlock_writer_timeout_lets_deferred_readers_in(void **state)
+{
+	struct actor w, r;
+
+	kl_rwlock_init(&rw);
+	kl_rwlock_read_lock(&rw);
+	actor_start(&w, OP_TIMED_WRITE, 50);
+	while (atomic_load(&rw.wwait) != 1)
+		klt_sleep_ms(1);
+	actor_start(&r, OP_READ, 0); /* defers to the writer and sleeps */
+	while (sleeping_readers(&rw) != 1 && atomic_load(&r.state) == 0)
+		klt_sleep_ms(1);
+	actor_finish(&w);
+	assert_int_equal(w.ret, ETIMEDOUT);
+	/* The writer gave up: nothing is left to defer to, so the reader gets in while we
+	 * still hold our read lock (a hang here means it was never woken). */
+	actor_finish(&r);
+	assert_int_equal(r.ret, 0);
+	kl_rwlock_read_unlock(&rw);
+	assert_int_equal(atomic_load(&rw.word), 0);
+}
+
+/* ---- regression: a grant and its wake-up between a sleeping reader's grant check and its
+ * futex-value load left the reader asleep for good (found by a real-time duel run). ---- */
+static _Atomic int grant_stop;
+static _Atomic long grant_lost;
+static struct klt_barrier grant_start;
+
+static void *grant_writer(void *arg)
+{
+	unsigned seed = 12345;
+
+	klt_barrier_wait(&grant_start);
+	while (!atomic_load(&grant_stop)) {
+		seed = seed * 1103515245u + 12345u;
+		kl_rwlock_write_lock(&rw);
+		/* Hold for 0-30 us: long enough that the reader goes to sleep, at times
+		 * that sweep across its way to sleep. */
+		for (uint64_t t0 = kli_now_ns(); kli_now_ns() - t0 < (seed >> 16) % 30000;)
+			kl_arch_relax();
+		kl_rwlock_write_unlock(&rw);
+	}
+	return NULL;
+}
+
+static void *grant_reader(void *arg)
+{
+	long n = *(long *)arg;
+
+	klt_barrier_wait(&grant_start);
+	for (long i = 0; i < n; i++) {
+		/* A lost wake-up shows as an acquisition that only completes at its deadline
+		 * (a timed-out reader that finds its grant pending takes it), not a hang: the
+		 * writers release the lock every 30 us at most. */
+		struct timespec d = klt_deadline_ms(2000);
+		int err = kl_rwlock_read_timedlock(&rw, &d);
+
+		if (err != 0 || klt_now_ns() >= (int64_t)d.tv_sec * KLT_NSEC_PER_SEC + d.tv_nsec) {
+			atomic_fetch_add(&grant_lost, 1);
+			if (err == 0)
+				kl_rwlock_read_unlock(&rw);
+			break;
+		}
+		kl_rwlock_read_unlock(&rw);
+	}
+	atomic_store(&grant_stop, 1);
+	return NULL;
+}
+
+/* Widens the window: the reader pauses after its grant check, so a writer's grant and
+ * wake-up land inside it. */
+static void pause_after_grant_check(const char *point)
+{
+	if (strcmp(point, "rwlock.read_sleep.checked") == 0)
+		klt_sleep_ms(1);
+}
+
+static void test_rwlock_sleeping_reader_never_misses_its_grant(void **state)
+{
+	long n = klt_scaled(300);
+	pthread_t w[2], r;
+
+	atomic_store(&kli_test_hook, pause_after_grant_check);
+	kl_rwlock_init(&rw);
+	atomic_store(&grant_stop, 0);
+	atomic_store(&grant_lost, 0);
+	/* Two writers: one grants while the other waits, so a reader that misses its grant
+	 * defers to the waiting writer and sleeps. */
+	klt_barrier_init(&grant_start, 3);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&w[i], NULL, grant_writer, NULL), 0);
+	assert_int_equal(pthread_create(&r, NULL, grant_reader, &n), 0);
+	pthread_join(r, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_join(w[i], NULL);
+	atomic_store(&kli_test_hook, NULL);
+	assert_int_equal(atomic_load(&grant_lost), 0);
+	assert_int_equal(atomic_load(&rw.rwait), 0);
+}
+
+static void test_rwlock_static_initializer_works(void **state)
+{
+	static struct kl_rwlock s = KL_RWLOCK_INITIALIZER;
+
+	kl_rwlock_read_lock(&s);
+	assert_true(kl_rwlock_read_trylock(&s));
+	assert_false(kl_rwlock_write_trylock(&s));
+	kl_rwlock_read_unlock(&s);
+	kl_rwlock_read_unlock(&s);
+	kl_rwlock_write_lock(&s);
+	assert_true(kl_rwlock_wowned(&s));
+	kl_rwlock_write_unlock(&s);
+	assert_int_equal(kl_rwlock_destroy(&s), 0);
+}
+
+static void *write_unlock_other(void *arg)
+{
+	kl_rwlock_write_unlock(arg);
+	return NULL;
+}
+
+/* Detected in every build at no fast-path cost; reported (warn mode for the test). */
+static void test_rwlock_misuse_is_reported(void **state)
+{
+	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
+	struct timespec d = klt_deadline_ms(10);
+	unsigned long n0 = kli_report_count();
+	pthread_t t;
+
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	kl_rwlock_write_lock(&l);
+	kl_rwlock_write_lock(&l); /* write relock */
+	kl_rwlock_read_lock(&l);  /* read lock by the writer */
+	assert_int_equal(kli_report_count(), n0 + 2);
+	assert_int_equal(kl_rwlock_write_timedlock(&l, &d), EDEADLK);
+	assert_int_equal(kl_rwlock_read_timedlock(&l, &d), EDEADLK);
+	assert_int_equal(pthread_create(&t, NULL, write_unlock_other, &l), 0);
+	pthread_join(t, NULL); /* write unlock by a non-owner */
+	assert_true(kl_rwlock_wowned(&l));
+	assert_int_equal(kl_rwlock_destroy(&l), EBUSY);
+	assert_int_equal(kli_report_count(), n0 + 3 + 3 * KLOCK_DEBUG_LOCKS);
+	kl_rwlock_write_unlock(&l);
+	kl_rwlock_write_unlock(&l); /* double write unlock */
+	kl_rwlock_read_unlock(&l);  /* read unlock of a free lock */
+	assert_int_equal(kli_report_count(), n0 + 5 + 3 * KLOCK_DEBUG_LOCKS);
+	assert_int_equal(atomic_load(&l.word), 0); /* nothing was corrupted */
+	assert_int_equal(kl_rwlock_destroy(&l), 0);
+	kl_rwlock_read_lock(&l); /* use after destroy */
+	kl_rwlock_write_lock(&l);
+	assert_int_equal(kli_report_count(), n0 + 7 + 3 * KLOCK_DEBUG_LOCKS);
+	assert_int_equal(kl_rwlock_read_timedlock(&l, &d), EINVAL);
+	assert_false(kl_rwlock_write_trylock(&l));
+	assert_int_equal(kl_rwlock_destroy(&l), EINVAL);
+	assert_int_equal(kli_report_count(), n0 + 7 + 6 * KLOCK_DEBUG_LOCKS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rwlock_readers_share),
+		cmocka_unit_test(test_rwlock_writers_exclude_everyone),
+		cmocka_unit_test(test_rwlock_trylock_semantics),
+		cmocka_unit_test(test_rwlock_timedlock_times_out_never_early),
+		cmocka_unit_test(test_rwlock_downgrade_keeps_writers_out),
+		cmocka_unit_test(test_rwlock_new_readers_defer_to_a_sleeping_writer),
+		cmocka_unit_test(test_rwlock_sleeping_readers_are_handed_the_lock),
+		cmocka_unit_test(test_rwlock_writer_timeout_lets_deferred_readers_in),
+		cmocka_unit_test(test_rwlock_sleeping_reader_never_misses_its_grant),
+		cmocka_unit_test(test_rwlock_static_initializer_works),
+		cmocka_unit_test(test_rwlock_misuse_is_reported),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

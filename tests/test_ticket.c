@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* tests/test_ticket.c - kl_ticket: exclusion, FIFO order, trylock, misuse (debug builds). */
+#include <klock/ticket.h>
+#include "kltest.h"
+#include "kl_internal.h"
+
+/* More threads than this machine's CPUs: waiters must yield, not collapse. */
+#define NTHREADS 4
+#define BUMPS 10
+
+static struct kl_ticket tl;
+static long counter, iters;
+static _Atomic long violations;
+static struct klt_barrier start;
+
+static void guarded_bump(void)
+{
+	long v = counter;
+
+	for (int i = 0; i < BUMPS; i++) {
+		kli_barrier();
+		counter++;
+	}
+	if (counter != v + BUMPS)
+		atomic_fetch_add(&violations, 1);
+}
+
+static void *bump_thread(void *arg)
+{
+	bool use_try = *(int *)arg % 2;
+
+	klt_barrier_wait(&start); /* all contend from the first iteration */
+	for (long i = 0; i < iters; i++) {
+		if (use_try) {
+			while (!kl_ticket_trylock(&tl))
+				;
+		} else {
+			kl_ticket_lock(&tl);
+		}
+		assert_true(kl_ticket_is_locked(&tl));
+		guarded_bump();
+		kl_ticket_unlock(&tl);
+	}
+	return NULL;
+}
+
+static void test_ticket_excludes_under_contention(void **state)
+{
+	int ids[NTHREADS] = { 0, 1, 2, 3 };
+
+	kl_ticket_init(&tl);
+	counter = 0;
+	iters = klt_scaled(20000);
+	klt_barrier_init(&start, NTHREADS);
+	klt_run_threads(NTHREADS, bump_thread, ids, sizeof(ids[0]));
+	assert_int_equal(atomic_load(&violations), 0);
+	assert_int_equal(counter, iters * NTHREADS * BUMPS);
+	assert_false(kl_ticket_is_locked(&tl));
+	kl_ticket_destroy(&tl);
+}
+
+/* ---- FIFO: waiters are served in the order they took their tickets ------------------- */
+#define FIFO_WAITERS 3
+static int order[FIFO_WAITERS];
+static _Atomic int served;
+
+static void *fifo_thread(void *arg)
+{
+	int id = *(int *)arg;
+
+	kl_ticket_lock(&tl);
+	order[atomic_fetch_add(&served, 1)] = id;
+	kl_ticket_unlock(&tl);
+	return NULL;
+}
+
+static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
+{
+	pthread_t t[FIFO_WAITERS];
+	int ids[FIFO_WAITERS];
+
+	kl_ticket_init(&tl);
+	atomic_store(&served, 0);
+	kl_ticket_lock(&tl);
+	for (int i = 0; i < FIFO_WAITERS; i++) {
+		ids[i] = i;
+		assert_int_equal(pthread_create(&t[i], NULL, fifo_thread, &ids[i]), 0);
+		/* Wait until thread i has taken its ticket (next moved past it). */
+		while (atomic_load(&tl.next) != (uint32_t)i + 2)
+			klt_sleep_ms(1);
+	}
+	/* Only the next in line stays awake; the two behind it go to sleep. */
+	while (atomic_load(&tl.sleepers) != FIFO_WAITERS - 1)
+		klt_sleep_ms(1);
+	kl_ticket_unlock(&tl); /* wakes the one that becomes next, and so on down the line */
+	for (int i = 0; i < FIFO_WAITERS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < FIFO_WAITERS; i++)
+		assert_int_equal(order[i], i);
+}
+
+/* Tries once; releases what it got. */
+static void *trylock_once(void *arg)
+{
+	*(bool *)arg = kl_ticket_trylock(&tl);
+	if (*(bool *)arg)
+		kl_ticket_unlock(&tl);
+	return NULL;
+}
+
+static void test_ticket_trylock_fails_while_held(void **state)
+{
+	pthread_t t;
+	bool got = true;
+
+	kl_ticket_init(&tl);
+	assert_true(kl_ticket_trylock(&tl));
+	assert_int_equal(pthread_create(&t, NULL, trylock_once, &got), 0);
+	pthread_join(t, NULL);
+	assert_false(got);
+	kl_ticket_unlock(&tl);
+	assert_int_equal(pthread_create(&t, NULL, trylock_once, &got), 0);
+	pthread_join(t, NULL);
+	assert_true(got);
+	assert_false(kl_ticket_is_locked(&tl));
+}
+
+static void test_ticket_static_initializer_works(void **state)
+{
+	static struct kl_ticket s = KL_TICKET_INITIALIZER;
+
+	assert_false(kl_ticket_is_locked(&s));
+	kl_ticket_lock(&s);
+	assert_true(kl_ticket_is_locked(&s));
+	assert_false(kl_ticket_trylock(&s));
+	kl_ticket_unlock(&s);
+	assert_true(kl_ticket_trylock(&s));
+	kl_ticket_unlock(&s);
+}
+
+#if KLOCK_DEBUG_LOCKS
+static void *unlock_other(void *arg)
+{
+	kl_ticket_unlock(arg);
+	return NULL;
+}
+
+static void test_ticket_misuse_is_reported(void **state)
+{
+	struct kl_ticket t = KL_TICKET_INITIALIZER;
+	unsigned long n0 = kli_report_count();
+	pthread_t th;
+
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	kl_ticket_lock(&t);
+	kl_ticket_lock(&t); /* relock: reported, skipped (no self-deadlock) */
+	assert_int_equal(kli_report_count(), n0 + 1);
+	assert_int_equal(pthread_create(&th, NULL, unlock_other, &t), 0);
+	pthread_join(th, NULL); /* unlock by a non-owner */
+	assert_int_equal(kli_report_count(), n0 + 2);
+	kl_ticket_unlock(&t);
+	kl_ticket_unlock(&t); /* double unlock */
+	assert_int_equal(kli_report_count(), n0 + 3);
+	kl_ticket_destroy(&t);
+	kl_ticket_lock(&t); /* use after destroy */
+	assert_int_equal(kli_report_count(), n0 + 4);
+	kl_ticket_init(&t);
+	kl_ticket_lock(&t);
+	kl_ticket_destroy(&t); /* destroy of a held lock */
+	assert_int_equal(kli_report_count(), n0 + 5);
+}
+#endif
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ticket_excludes_under_contention),
+		cmocka_unit_test(test_ticket_serves_in_arrival_order_waking_sleepers),
+		cmocka_unit_test(test_ticket_trylock_fails_while_held),
+		cmocka_unit_test(test_ticket_static_initializer_works),
+#if KLOCK_DEBUG_LOCKS
+		cmocka_unit_test(test_ticket_misuse_is_reported),
+#endif
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
