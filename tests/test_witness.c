@@ -12,7 +12,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <klock/mutex.h>
 #include <klock/names.h>
+#include <klock/rwlock.h>
+#include <klock/ticket.h>
 #include <klock/witness.h>
 #include "kltest.h"
 #include "hooks.h"
@@ -342,10 +345,123 @@ PLANT void case_dump(void)
 	PLANT_END();
 }
 
+/* ---- the same through real klock locks ------------------------------------------------ */
+
+static struct kl_mutex real_a, real_b;
+static struct kl_ticket real_spin;
+static struct kl_rwlock real_rw;
+
+static void real_init(void)
+{
+	kl_mutex_init(&real_a);
+	kl_mutex_init(&real_b);
+	kl_ticket_init(&real_spin);
+	kl_rwlock_init(&real_rw);
+	kl_lock_set_name(&real_a, "real_a");
+	kl_lock_set_name(&real_b, "real_b");
+	kl_lock_set_name(&real_spin, "real_spin");
+	kl_lock_set_name(&real_rw, "real_rw");
+}
+
+PLANT void case_real_order(void);
+PLANT void case_real_order(void)
+{
+	real_init();
+	kl_mutex_lock(&real_a);
+	kl_mutex_lock(&real_b);
+	kl_mutex_unlock(&real_b);
+	kl_mutex_unlock(&real_a);
+	kl_mutex_lock(&real_b);
+	kl_mutex_lock(&real_a);
+	kl_mutex_unlock(&real_a);
+	kl_mutex_unlock(&real_b);
+	PLANT_END();
+}
+
+/* rwlock read side inside a mutex, and the mutex inside its write side. */
+PLANT void case_real_rw_order(void);
+PLANT void case_real_rw_order(void)
+{
+	real_init();
+	kl_rwlock_read_lock(&real_rw);
+	kl_mutex_lock(&real_a);
+	kl_mutex_unlock(&real_a);
+	kl_rwlock_read_unlock(&real_rw);
+	kl_mutex_lock(&real_a);
+	kl_rwlock_write_lock(&real_rw);
+	kl_rwlock_write_unlock(&real_rw);
+	kl_mutex_unlock(&real_a);
+	PLANT_END();
+}
+
+PLANT void case_real_spin(void);
+PLANT void case_real_spin(void)
+{
+	real_init();
+	kl_ticket_lock(&real_spin);
+	kl_mutex_lock(&real_a);
+	kl_mutex_unlock(&real_a);
+	kl_ticket_unlock(&real_spin);
+	PLANT_END();
+}
+
+/* A real mutex taken twice would deadlock: witness reports first (run in abort mode). */
+PLANT void case_real_recursion(void);
+PLANT void case_real_recursion(void)
+{
+	real_init();
+	kl_mutex_lock(&real_a);
+	kl_mutex_lock(&real_a);
+	PLANT_END();
+}
+
+PLANT void *real_exit_holding(void *arg);
+PLANT void *real_exit_holding(void *arg)
+{
+	kl_mutex_lock(&real_a);
+	PLANT_END();
+	return arg;
+}
+
+PLANT void case_real_exit_held(void);
+PLANT void case_real_exit_held(void)
+{
+	pthread_t t;
+
+	real_init();
+	pthread_create(&t, NULL, real_exit_holding, NULL);
+	pthread_join(t, NULL);
+	PLANT_END();
+}
+
+/* Correct nesting through real locks: nothing to say. */
+PLANT void case_real_clean(void);
+PLANT void case_real_clean(void)
+{
+	real_init();
+	for (int i = 0; i < 3; i++) {
+		kl_rwlock_read_lock(&real_rw);
+		kl_mutex_lock(&real_a);
+		kl_mutex_lock(&real_b);
+		kl_ticket_lock(&real_spin);
+		kl_ticket_unlock(&real_spin);
+		kl_mutex_unlock(&real_b);
+		kl_mutex_unlock(&real_a);
+		kl_rwlock_read_unlock(&real_rw);
+	}
+	PLANT_END();
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
+	{ "real_order", case_real_order },
+	{ "real_rw_order", case_real_rw_order },
+	{ "real_spin", case_real_spin },
+	{ "real_recursion", case_real_recursion },
+	{ "real_exit_held", case_real_exit_held },
+	{ "real_clean", case_real_clean },
 	{ "order_ab_ba", case_order_ab_ba },
 	{ "order_cycle3", case_order_cycle3 },
 	{ "order_threads", case_order_threads },
@@ -607,6 +723,61 @@ static void test_witness_off_mode_checks_nothing(void **state)
 	expect_reports(0);
 }
 
+/* ---- through real locks ---- */
+
+static void test_witness_reports_reversal_through_real_mutexes(void **state)
+{
+	skip_unless_witness();
+	run_case("real_order", "warn");
+	expect_reports(1);
+	expect_has("lock order reversal");
+	expect_has("1st mutex \"real_b\"");
+	expect_has("2nd mutex \"real_a\"");
+	expect_has("case_real_order+0x");
+}
+
+static void test_witness_reports_reversal_between_rwlock_sides_and_mutex(void **state)
+{
+	skip_unless_witness();
+	run_case("real_rw_order", "warn");
+	expect_reports(1);
+	expect_has("1st mutex \"real_a\"");
+	expect_has("2nd rwlock \"real_rw\"");
+}
+
+static void test_witness_reports_mutex_under_real_ticket_spinlock(void **state)
+{
+	skip_unless_witness();
+	run_case("real_spin", "warn");
+	expect_reports(1);
+	expect_has("sleeping lock acquired while holding a spinlock");
+	expect_has("1st ticket \"real_spin\"");
+}
+
+static void test_witness_reports_real_self_deadlock_before_it_happens(void **state)
+{
+	skip_unless_witness();
+	run_case("real_recursion", "abort");
+	assert_int_equal(outcome.status, 128 + SIGABRT);
+	expect_has("recursed on non-recursive lock: mutex \"real_a\"");
+	expect_has("first acquired at case_real_recursion+0x");
+}
+
+static void test_witness_reports_real_thread_exit_with_mutex_held(void **state)
+{
+	skip_unless_witness();
+	run_case("real_exit_held", "warn");
+	expect_has("thread exiting with locks held");
+	expect_has("real_exit_holding+0x");
+}
+
+static void test_witness_is_quiet_on_correct_real_nesting(void **state)
+{
+	skip_unless_witness();
+	run_case("real_clean", "abort");
+	expect_reports(0);
+}
+
 static void test_witness_api_is_inert_without_witness(void **state)
 {
 	struct fake f = { { 0 } };
@@ -641,6 +812,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_witness_dump_lists_held_locks),
 		cmocka_unit_test(test_witness_abort_mode_aborts_after_the_report),
 		cmocka_unit_test(test_witness_off_mode_checks_nothing),
+		cmocka_unit_test(test_witness_reports_reversal_through_real_mutexes),
+		cmocka_unit_test(test_witness_reports_reversal_between_rwlock_sides_and_mutex),
+		cmocka_unit_test(test_witness_reports_mutex_under_real_ticket_spinlock),
+		cmocka_unit_test(test_witness_reports_real_self_deadlock_before_it_happens),
+		cmocka_unit_test(test_witness_reports_real_thread_exit_with_mutex_held),
+		cmocka_unit_test(test_witness_is_quiet_on_correct_real_nesting),
 		cmocka_unit_test(test_witness_api_is_inert_without_witness),
 	};
 
