@@ -42,8 +42,10 @@
 #define REPORTED_EXIT 66
 /* Most --supp files. */
 #define MAX_SUPP 4
-/* Rounds each planted thread runs (enough for TSan to see the accesses overlap or not). */
+/* Rounds each planted thread runs (scaled by KLTEST_SCALE, at least MIN_ROUNDS): the tools
+ * judge happens-before, not luck, so a few hundred overlapping accesses are plenty. */
 #define ROUNDS 2000
+#define MIN_ROUNDS 50
 /* try_failed: the holder keeps the lock this long; the trier starts this late. */
 #define TRY_HOLD_NS (300 * 1000 * 1000)
 #define TRY_START_NS (100 * 1000 * 1000)
@@ -270,14 +272,23 @@ static void try_then_read(struct worker *w)
 	w->sum += *(volatile long *)&w->p->plain_copy; /* after a FAILED try: a race */
 }
 
+static long rounds(void)
+{
+	const char *s = getenv("KLTEST_SCALE");
+	long n = (long)(ROUNDS * (s != NULL && atof(s) > 0 ? atof(s) : 1.0));
+
+	return n > MIN_ROUNDS ? n : MIN_ROUNDS;
+}
+
 static void *plant_worker(void *arg)
 {
 	struct worker *w = arg;
 	const struct lockops *o = w->p->o;
+	long n = rounds();
 
 	if (o->thread_enter != NULL)
 		o->thread_enter(w->p->lock);
-	for (int i = 0; i < ROUNDS; i++) {
+	for (long i = 0; i < n; i++) {
 		if (w->role == 2)
 			read_side(w);
 		else if (w->role == 3)
