@@ -19,10 +19,17 @@
 
 #include <sys/types.h>
 
+#include <klock/rmlock.h>
+
 #include "kl_internal.h"
 
 struct kli_witness_thread;
 struct kli_ls_table;   /* locks/lockstat_impl.h */
+
+/* kli_thread.rdm_role: why a thread is parked on a read-mostly lock. */
+enum { KLI_RDM_NONE, KLI_RDM_READER, KLI_RDM_WRITER };
+/* pcpu_rwsem read holds a debug build tracks per thread (recursion, unlock checks). */
+#define KLI_RDM_TRACK 8
 
 struct kli_thread {
 	/* -- parking lot (locks/park.c); all fields under the bucket lock but park_state */
@@ -58,6 +65,16 @@ struct kli_thread {
 	 * first recorded episode and kept with the record when it is recycled. Only the
 	 * owner writes the table; reports read it under the table's seqcount. */
 	_Atomic(struct kli_ls_table *) lockstat;
+
+	/* -- read-mostly locks (locks/rmlock.c, locks/pcpu_rwsem.c) */
+	uint8_t rdm_role;               /* KLI_RDM_READER/WRITER: what this thread is parked
+	                                 * for; read by the unparker under the bucket lock */
+	uint32_t rdm_pcpu_n;            /* debug builds: pcpu_rwsem read holds outstanding */
+	const void *rdm_pcpu[KLI_RDM_TRACK]; /* debug builds: which (the first KLI_RDM_TRACK) */
+	/* rmlock read holds (klock/rmlock.h). Its own KL_ARCH_PAD-aligned block, last in the
+	 * record: only this thread writes it (and a writer admitting it while it is parked),
+	 * writers scanning for readers only read it. */
+	struct kl_rm_reader rm KL_PADDED;
 } KL_PADDED;
 
 /* The calling thread's record, or NULL before its first kli_self(). */

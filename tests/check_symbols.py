@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Symbols a sanitizer adds next to exported globals (ASan's ODR indicators), not ours.
+SANITIZER = re.compile(r'^__odr_asan[._]')
 DECL = re.compile(r'\bKL_API\b[^;{(]*?\b(kl_[A-Za-z0-9_]+)\s*\(', re.S)
 DECL_VAR = re.compile(r'\bKL_API\b\s+(?:extern\s+)?[^;(]*?\b(kl_[A-Za-z0-9_]+)\s*;', re.S)
 
@@ -21,7 +23,7 @@ def exported(lib):
     names = set()
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[1] in 'TDBRVWiu':
+        if len(parts) == 3 and parts[1] in 'TDBRVWiu' and not SANITIZER.match(parts[2]):
             names.add(parts[2].split('@')[0])
     return names
 

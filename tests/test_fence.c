@@ -14,6 +14,7 @@
 
 #include <klock/fence.h>
 #include "kltest.h"
+#include "fence_impl.h"
 
 #define LITMUS_ROUNDS 20000
 /* argv[1] that makes this binary run the seccomp child check instead of the suite. */
@@ -33,6 +34,21 @@ static void test_fence_mode_follows_kernel_and_environment(void **state)
 	else
 		assert_int_equal(kl_fence_asymmetric(), kernel_offers_private_expedited());
 	printf("fence mode: %s\n", kl_fence_asymmetric() ? "membarrier" : "fallback");
+}
+
+/* The rseq flavour (membarrier PRIVATE_EXPEDITED_RSEQ, the percpu-rwsem grace period) is
+ * registered exactly when the kernel offers it and the fence pair is asymmetric; and the
+ * heavy rseq fence then runs (it aborts the process if the syscall fails). */
+static void test_fence_rseq_flavour_follows_kernel_and_environment(void **state)
+{
+	long mask = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	bool offered = mask >= 0 && (mask & (1 << 7)); /* PRIVATE_EXPEDITED_RSEQ */
+
+	(void)state;
+	assert_int_equal(kli_fence_rseq, kl_fence_asymmetric() && offered);
+	if (kli_fence_rseq)
+		kli_fence_heavy_rseq();
+	printf("rseq membarrier: %s\n", kli_fence_rseq ? "registered" : "not used");
 }
 
 /* ---- store buffering: x = 1; light; r1 = y  ||  y = 1; heavy; r2 = x ----------------
@@ -159,6 +175,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fence_mode_follows_kernel_and_environment),
+		cmocka_unit_test(test_fence_rseq_flavour_follows_kernel_and_environment),
 		cmocka_unit_test(test_fence_pair_forbids_store_buffering),
 		cmocka_unit_test(test_fence_falls_back_under_seccomp),
 	};

@@ -62,6 +62,50 @@ static void test_park_wakes_in_fifo_order(void **state)
 	}
 }
 
+/* Each parker records its own registry record; the unparker's callback must see it. */
+struct who {
+	struct parker p;
+	struct kli_thread *self;
+};
+
+static void *park_thread_who(void *arg)
+{
+	struct who *w = arg;
+
+	w->self = kli_self();
+	return park_thread(&w->p);
+}
+
+static uintptr_t record_thread(const struct kli_unpark_result *r, void *arg)
+{
+	*(struct kli_thread **)arg = r->thread;
+	return 0;
+}
+
+/* The unpark callback learns which thread it dequeued (locks that take a lock on a
+ * waiter's behalf - percpu-rwsem's wake function - read its role from its record). */
+static void test_unpark_callback_names_the_dequeued_thread(void **state)
+{
+	static int key;
+	struct who w[2];
+	pthread_t t[2];
+	struct kli_thread *seen = (struct kli_thread *)1;
+
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct who){ .p = { .key = &key } };
+		assert_int_equal(pthread_create(&t[i], NULL, park_thread_who, &w[i]), 0);
+		while (kli_park_queued(&key) != (unsigned)i + 1)
+			klt_sleep_ms(1);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_true(kli_unpark_one(&key, record_thread, &seen));
+		pthread_join(t[i], NULL);
+		assert_ptr_equal(seen, w[i].self);
+	}
+	assert_false(kli_unpark_one(&key, record_thread, &seen));
+	assert_null(seen);
+}
+
 static bool say_no(void *arg)
 {
 	(void)arg;
@@ -338,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_park_refused_by_validate_does_not_queue),
 		cmocka_unit_test(test_park_timeout_dequeues),
 		cmocka_unit_test(test_unpark_reports_whether_more_wait),
+		cmocka_unit_test(test_unpark_callback_names_the_dequeued_thread),
 		cmocka_unit_test(test_requeue_wakes_one_and_moves_the_rest),
 		cmocka_unit_test(test_requeued_waiter_can_still_time_out),
 		cmocka_unit_test(test_unpark_publishes_writes_to_the_wakee),

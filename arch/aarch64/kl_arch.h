@@ -47,6 +47,9 @@ static inline void *kl_arch_thread_pointer(void)
 }
 #define kl_arch_thread_pointer kl_arch_thread_pointer
 
+/* rseq per-CPU sequences: their own file, also installed as <klock/arch_rseq.h>. */
+#include "kl_rseq.h"
+
 #include "kl_arch_generic.h"
 
 #endif /* KL_ARCH_H */

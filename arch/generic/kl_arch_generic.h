@@ -10,6 +10,7 @@
  *   KL_ARCH_CACHE_LINE     the line size; KL_ARCH_PAD the distance that avoids false sharing
  *   KL_ARCH_HAVE_TP        1 if kl_arch_thread_pointer() exists (needed to find glibc's
  *                          rseq area without __builtin_thread_pointer)
+ *   KL_ARCH_HAVE_RSEQ      1 if kl_arch_rseq_inc() exists (a gated rseq per-CPU increment)
  */
 #ifndef KL_ARCH_GENERIC_H
 #define KL_ARCH_GENERIC_H
@@ -52,6 +53,11 @@ static inline uint64_t kl_arch_cycles(void)
 
 #ifndef KL_ARCH_CYCLES_ARE_NS
 #define KL_ARCH_CYCLES_ARE_NS 0
+#endif
+
+/* No rseq sequences: per-CPU counters use C11 atomics. */
+#ifndef KL_ARCH_HAVE_RSEQ
+#include "kl_rseq.h"
 #endif
 
 #ifdef kl_arch_thread_pointer

@@ -33,6 +33,9 @@
 #define LOCKOPS_BUSTED (1u << 3)        /* deliberately broken: drivers must catch it */
 #define LOCKOPS_READ_BIASED (1u << 4)   /* cheap readers, expensive writers (rmlock ...) */
 #define LOCKOPS_NO_RECURSE_READ (1u << 5) /* a read lock must not be nested */
+#define LOCKOPS_READ_RETRY (1u << 6)    /* optimistic readers (seqlock): readers do not
+                                         * exclude writers, a read section may have to run
+                                         * again - see read_retry */
 
 struct lockops {
 	const char *name;      /* "kl_mutex", "pthread_mutex", "ck_brlock", ... */
@@ -56,6 +59,20 @@ struct lockops {
 	void (*read_unlock)(void *lock, void *ts);
 	bool (*read_trylock)(void *lock, void *ts);                      /* NULL: none */
 	int (*read_timedlock)(void *lock, void *ts, const struct timespec *abs); /* NULL */
+
+	/*
+	 * LOCKOPS_READ_RETRY only (NULL otherwise). A seqlock reader holds nothing: it
+	 * snapshots a sequence (read_lock), copies the data, and asks whether a writer ran
+	 * meanwhile. Drivers run a read section as
+	 *     do { read_lock(l, ts); SECTION; } while (read_retry(l, ts));
+	 *     read_unlock(l, ts);
+	 * where SECTION only copies shared data (relaxed atomics, no side effects), and
+	 * judge the copy only after read_retry() returned false: kltorture checks "no
+	 * writer inside, counter consistent" on the validated copy (a torn copy that was
+	 * accepted is the violation), klbench counts validated reads as throughput and
+	 * reports retries per read as the price.
+	 */
+	bool (*read_retry)(void *lock, void *ts);
 };
 
 void lockops_register(const struct lockops *ops);

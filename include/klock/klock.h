@@ -11,6 +11,9 @@
 #include <klock/topology.h>
 #include <klock/fence.h>
 #include <klock/witness.h>
+#include <klock/rmlock.h>
+#include <klock/pcpu_rwsem.h>
+#include <klock/seqlock.h>
 #include <klock/lockstat.h>
 #include <klock/names.h>
 #include <klock/ticket.h>

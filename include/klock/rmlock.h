@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * klock/rmlock.h - read-mostly lock with FreeBSD rmlock(9) semantics: readers touch no
+ * shared cache line and execute no atomic read-modify-write and no fence; a writer pays
+ * for that with a rendezvous (membarrier) and a scan of the threads' read holds.
+ *
+ *   struct kl_rmlock lk;                 struct kl_rm_tracker tr;   (caller-owned)
+ *   kl_rmlock_init(&lk, 0);              kl_rmlock_read_lock(&lk, &tr);
+ *   kl_rmlock_write_lock(&lk);           ... read ...
+ *   ... write ...                        kl_rmlock_read_unlock(&lk, &tr);
+ *   kl_rmlock_write_unlock(&lk);
+ *
+ * Use it where reads outnumber writes by orders of magnitude (configuration, routing
+ * tables, module lists): a read costs about what an RCU read-side section costs, a write
+ * costs a membarrier(PRIVATE_EXPEDITED) plus a walk over every thread that ever used
+ * klock. At ~50% writes a classic rwlock wins (docs/design-readmostly.md has the figures).
+ *
+ * Flags (kl_rmlock_init):
+ *   KL_RM_RECURSE    a thread that already read-holds the lock may read-lock it again
+ *                    even while a writer waits. WITHOUT it, re-entering the read side
+ *                    while a writer is waiting DEADLOCKS (the writer waits for the outer
+ *                    hold, the inner acquisition waits for the writer) - as with FreeBSD
+ *                    rmlocks without RM_RECURSE and Linux percpu-rwsems. Debug builds
+ *                    report every nested read acquisition of a lock without the flag.
+ *   KL_RM_SLEEPABLE  writers and blocked readers sleep (parking lot, FIFO, no
+ *                    starvation either way) instead of spinning. Without it they spin
+ *                    (capped backoff, then sched_yield): the right choice only for
+ *                    write sections of a few microseconds.
+ *
+ * Threads need no registration: per-thread state is created on first use and recycled
+ * at thread exit. A thread may read-hold up to KL_RM_SLOTS rmlocks in its own record;
+ * deeper nesting still works, counted in the lock's shared overflow word (slower).
+ *
+ * Not async-signal-safe (none of these may be called from a signal handler). Locks are
+ * process-private. Fast paths are inline in C builds without instruments (see
+ * KL_RM_INLINE); C++ and instrumented builds call the same functions out of line.
+ */
+#ifndef KLOCK_RMLOCK_H
+#define KLOCK_RMLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <klock/config.h>
+#include <klock/compiler.h>
+#include <klock/wait.h>
+
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
+
+KL_BEGIN_DECLS
+
+/* kl_rmlock_init() flags. */
+#define KL_RM_RECURSE 0x1u    /* read side may be re-entered while a writer waits */
+#define KL_RM_SLEEPABLE 0x2u  /* waiters sleep instead of spinning */
+
+/* Read holds a thread keeps in its own record (one 128-byte block); more use the lock's
+ * overflow count. */
+#define KL_RM_SLOTS 14
+
+/* Lock state bits (private; here because the inline fast path tests them). */
+#define KL_RM_S_WRITER 0x1u   /* a writer owns the lock or is draining readers */
+#define KL_RM_S_WSLEEP 0x2u   /* the draining writer sleeps: read_unlock must look */
+
+struct kl_rmlock {
+	KL_ATOMIC(uint32_t) state;     /* KL_RM_S_* and private bits; read by every reader */
+	uint32_t flags;                /* KL_RM_RECURSE | KL_RM_SLEEPABLE */
+	KL_ATOMIC(uint32_t) wseq;      /* futex word a draining writer sleeps on */
+	KL_ATOMIC(uint32_t) ovf;       /* read holds that live here, not in a thread record */
+	KL_ATOMIC(uintptr_t) wait_for; /* the reader record a sleeping writer waits for */
+	KL_ATOMIC(uintptr_t) owner;    /* the write owner's thread record, 0 when none */
+};
+
+/* Static initializer: `struct kl_rmlock lk = KL_RMLOCK_INITIALIZER(KL_RM_SLEEPABLE);` */
+#define KL_RMLOCK_INITIALIZER(flags) { 0, (flags), 0, 0, 0, 0 }
+
+/*
+ * Per-acquisition read token, owned by the caller (usually on the stack), passed to the
+ * matching kl_rmlock_read_unlock(). It must stay alive until that unlock returns. The
+ * inline fast path does not touch it; debug builds use it to check pairing (wrong
+ * tracker, unlock from another thread).
+ */
+struct kl_rm_tracker {
+	struct kl_rmlock *lock;
+	void *owner;
+	uint32_t magic;
+	uint32_t idx;
+};
+
+/*
+ * A thread's read holds (private; embedded in the thread's record, one per thread):
+ * slot[1..depth] is a stack of the rmlocks it read-holds (0 where a hold was released out
+ * of order); slot[0] is always 0, so an unlock at depth 0 fails the inline test without a
+ * bounds check. Only the owning thread writes it; writers read the slots.
+ */
+struct kl_rm_reader {
+	uint32_t depth;
+	uint32_t spare;
+	KL_ATOMIC(uintptr_t) slot[KL_RM_SLOTS + 1];
+};
+
+/*
+ * The calling thread's kl_rm_reader, or a shared always-full dummy until the thread's
+ * first out-of-line read lock (and for ever when membarrier is unavailable: then every
+ * read takes the out-of-line path, which has real fences). Exported only for the inline
+ * fast path. Initial-exec TLS: libklock must be loaded at start-up, not dlopen()ed late.
+ */
+#define KL_RM_TLS __thread __attribute__((tls_model("initial-exec")))
+KL_API extern KL_RM_TLS struct kl_rm_reader *kl_rm_self;
+
+/**
+ * kl_rmlock_init - initialise @lk with @flags (KL_RM_RECURSE, KL_RM_SLEEPABLE).
+ * Returns 0, or EINVAL for unknown flags. Does not block.
+ */
+KL_API int kl_rmlock_init(struct kl_rmlock *lk, unsigned flags) KL_NONNULL(1);
+
+/**
+ * kl_rmlock_destroy - end @lk's life; nobody may hold it or wait for it. Does not block.
+ * Returns 0, or EBUSY when a writer holds it, threads wait, or a thread read-holds it (a
+ * snapshot: the caller must know the lock is quiescent); the lock is then left intact and
+ * debug builds report the misuse. After destroy the object is poisoned; debug builds
+ * report any later use.
+ */
+KL_API int kl_rmlock_destroy(struct kl_rmlock *lk) KL_NONNULL(1);
+
+/**
+ * kl_rmlock_read_lock - take @lk shared. Blocks (spins or, with KL_RM_SLEEPABLE, sleeps)
+ * while a writer holds or waits for the lock: writers are preferred, so readers cannot
+ * starve them. Recursion: see KL_RM_RECURSE. @tr must stay alive until the unlock. The
+ * same thread must unlock. Deadlocks if the caller write-holds @lk (debug builds report).
+ */
+KL_API void kl_rmlock_read_lock(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+	KL_NONNULL(1, 2);
+
+/**
+ * kl_rmlock_read_trylock - take @lk shared if no writer holds or waits for it.
+ * Returns true on success. Never blocks. May fail spuriously while a writer is only
+ * passing through (as FreeBSD's rm_try_rlock).
+ */
+KL_API bool kl_rmlock_read_trylock(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+	KL_NONNULL(1, 2) KL_WARN_UNUSED;
+
+/**
+ * kl_rmlock_read_unlock - drop a read hold taken with @tr. Never blocks (may wake a
+ * writer). Must be called by the thread that took it; holds may be released in any order.
+ */
+KL_API void kl_rmlock_read_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+	KL_NONNULL(1, 2);
+
+/**
+ * kl_rmlock_write_lock - take @lk exclusive: excludes writers and readers. Blocks:
+ * announces itself (new readers hold back), issues one heavy fence (membarrier), then
+ * waits for every read hold it can see. Not recursive; deadlocks if the caller read-holds
+ * @lk (debug builds report both). Unlocked by the same thread.
+ */
+KL_API void kl_rmlock_write_lock(struct kl_rmlock *lk) KL_NONNULL(1);
+
+/**
+ * kl_rmlock_write_trylock - take @lk exclusive if no other writer holds or waits for it
+ * and no thread read-holds it. Returns true on success. Does not sleep, but pays the
+ * heavy fence and the scan before it can tell (microseconds).
+ */
+KL_API bool kl_rmlock_write_trylock(struct kl_rmlock *lk) KL_NONNULL(1) KL_WARN_UNUSED;
+
+/**
+ * kl_rmlock_write_unlock - release the write hold. Never blocks; wakes waiters (FIFO:
+ * a run of readers, or the next writer). Only the owner may unlock (debug builds report).
+ */
+KL_API void kl_rmlock_write_unlock(struct kl_rmlock *lk) KL_NONNULL(1);
+
+/* kl_rmlock_wowned - true when the calling thread write-holds @lk. Never blocks. */
+KL_API bool kl_rmlock_wowned(const struct kl_rmlock *lk) KL_NONNULL(1);
+
+/*
+ * ---- inline read fast path ---------------------------------------------------------
+ * Compiled in C builds whose instruments do not need to see every acquisition; in
+ * builds with witness, TSan, valgrind annotations, lockstat hold times or debug checks
+ * (klock/config.h), and in C++, the calls above are made as written. Define
+ * KLOCK_NO_INLINE before including to force the calls (e.g. for LD_PRELOAD interposers).
+ */
+#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
+	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#define KL_RM_INLINE 1
+
+/*
+ * Push @lk on the thread's stack of read holds, then look for a writer. The compiler
+ * barrier between is B, the light half of the asymmetric pair B/D: D is the
+ * membarrier(PRIVATE_EXPEDITED) a writer issues after setting KL_RM_S_WRITER and
+ * before scanning the slots, so either the writer sees this slot or this load sees
+ * the writer. The acquire load pairs with the writer's release in write_unlock.
+ */
+static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+{
+	struct kl_rm_reader *r = kl_rm_self;
+	uint32_t d = r->depth;
+
+	if (__builtin_expect(d < KL_RM_SLOTS, 1)) {
+		r->depth = d + 1;
+		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
+		if (__builtin_expect(!(atomic_load_explicit(&lk->state, memory_order_acquire) &
+				       KL_RM_S_WRITER), 1))
+			return;
+		/* A writer: undo, and let the out-of-line path redo it and wait. */
+		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
+		r->depth = d;
+	}
+	(kl_rmlock_read_lock)(lk, tr);
+}
+
+/* A writer sleeps waiting for this thread's hold: wake it (the out-of-line paths do the
+ * same in rmlock.c, rm_wake_writer()). */
+static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_rm_reader *r)
+{
+	if (atomic_load_explicit(&lk->wait_for, memory_order_relaxed) == (uintptr_t)r) {
+		atomic_fetch_add_explicit(&lk->wseq, 1, memory_order_release);
+		kl_wake(&lk->wseq, 1);
+	}
+}
+
+/*
+ * Pop the hold if it is on top of the stack (the usual LIFO case); the store is the
+ * release that ends the read section (E: pairs with the writer's acquire scan). Then C,
+ * the light half of C/F: F is the writer's heavy fence after setting KL_RM_S_WSLEEP,
+ * so either the writer sees the slot cleared or this load sees it asleep.
+ */
+static inline void kl_rmlock_read_unlock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+{
+	struct kl_rm_reader *r = kl_rm_self;
+	uint32_t d = r->depth;
+
+	if (__builtin_expect(atomic_load_explicit(&r->slot[d], memory_order_relaxed) ==
+			     (uintptr_t)lk, 1)) {
+		atomic_store_explicit(&r->slot[d], 0, memory_order_release); /* E */
+		r->depth = d - 1;
+		atomic_signal_fence(memory_order_seq_cst); /* C: light half, pairs with F */
+		if (__builtin_expect(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+				     KL_RM_S_WSLEEP, 0))
+			kl_rmlock_wake_writer_inline(lk, r);
+		return;
+	}
+	(kl_rmlock_read_unlock)(lk, tr);
+}
+
+#define kl_rmlock_read_lock(lk, tr) kl_rmlock_read_lock_inline((lk), (tr))
+#define kl_rmlock_read_unlock(lk, tr) kl_rmlock_read_unlock_inline((lk), (tr))
+#else
+#define KL_RM_INLINE 0
+#endif
+
+KL_END_DECLS
+
+#endif /* KLOCK_RMLOCK_H */

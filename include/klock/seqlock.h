@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * klock/seqlock.h - sequence lock (Linux seqlock_t, FreeBSD's timehands generations):
+ * readers write nothing at all - not even their own cache lines - and retry when a writer
+ * ran meanwhile; writers serialise on a small internal mutex and bump the sequence to
+ * odd while they write and back to even when done.
+ *
+ *   uint32_t s;                               kl_seqlock_write_lock(&sl);
+ *   do {                                      data.a = ...; data.b = ...;
+ *           s = kl_seqlock_read_begin(&sl);   kl_seqlock_write_unlock(&sl);
+ *           a = data.a; b = data.b;  (copy)
+ *   } while (kl_seqlock_read_retry(&sl, s));
+ *
+ * For data a reader can COPY and then validate: the read section must not follow
+ * pointers it read (they may be half-written), must not have side effects, and should
+ * read the shared data with relaxed atomics (or memcpy-like plain loads, accepting that
+ * C11 calls that a data race - Linux and Concurrency Kit do the same). Readers never
+ * block writers, so writers cannot starve; a steady stream of writes can starve readers.
+ *
+ * A reader inside a write section of the same seqlock spins for ever (self-deadlock).
+ * read_begin waits (spins, then yields) while a write is in progress. Not
+ * async-signal-safe for writers; readers may run in a signal handler only if the
+ * interrupted code is not a writer of the same seqlock.
+ */
+#ifndef KLOCK_SEQLOCK_H
+#define KLOCK_SEQLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <klock/config.h>
+#include <klock/compiler.h>
+
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
+
+KL_BEGIN_DECLS
+
+struct kl_seqlock {
+	KL_ATOMIC(uint32_t) seq;     /* even: stable; odd: a write is in progress */
+	KL_ATOMIC(uint32_t) wlock;   /* writers' mutex: 0 free, 1 held, 2 held + sleepers */
+	KL_ATOMIC(uintptr_t) owner;  /* the writer's thread record */
+};
+
+#define KL_SEQLOCK_INITIALIZER { 0, 0, 0 }
+
+/* kl_seqlock_init - initialise @sl. Returns 0. Does not block. */
+KL_API int kl_seqlock_init(struct kl_seqlock *sl) KL_NONNULL(1);
+
+/* kl_seqlock_destroy - returns 0, or EBUSY if a writer holds or waits for @sl. */
+KL_API int kl_seqlock_destroy(struct kl_seqlock *sl) KL_NONNULL(1);
+
+/**
+ * kl_seqlock_write_lock - become the writer: exclude other writers (spin, then sleep),
+ * then make the sequence odd so readers retry. Not recursive. The same thread unlocks.
+ */
+KL_API void kl_seqlock_write_lock(struct kl_seqlock *sl) KL_NONNULL(1);
+
+/* kl_seqlock_write_trylock - as write_lock if no writer holds it; true on success. */
+KL_API bool kl_seqlock_write_trylock(struct kl_seqlock *sl) KL_NONNULL(1) KL_WARN_UNUSED;
+
+/* kl_seqlock_write_unlock - publish the write (sequence even again) and let the next
+ * writer in. Never blocks. Only the writer may call it (debug builds report). */
+KL_API void kl_seqlock_write_unlock(struct kl_seqlock *sl) KL_NONNULL(1);
+
+/**
+ * kl_seqlock_read_begin - start a read section; returns the sequence to pass to
+ * kl_seqlock_read_retry(). Waits (spins, then yields) while a write is in progress.
+ * Writes nothing. Never sleeps.
+ */
+KL_API uint32_t kl_seqlock_read_begin(const struct kl_seqlock *sl) KL_NONNULL(1);
+
+/**
+ * kl_seqlock_read_retry - end a read section started with @seq: true if a writer ran
+ * meanwhile, so everything read must be discarded and the section repeated.
+ */
+KL_API bool kl_seqlock_read_retry(const struct kl_seqlock *sl, uint32_t seq) KL_NONNULL(1);
+
+/* The current sequence (even when no write is in progress), e.g. for a cheap
+ * "did anything change since?" check. */
+KL_API uint32_t kl_seqlock_sequence(const struct kl_seqlock *sl) KL_NONNULL(1);
+
+#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
+	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+/* R1: acquire, pairs with W2 (the writer's release store making the sequence even). */
+static inline uint32_t kl_seqlock_read_begin_inline(const struct kl_seqlock *sl)
+{
+	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_acquire);
+
+	if (__builtin_expect(!(s & 1), 1))
+		return s;
+	return (kl_seqlock_read_begin)(sl);
+}
+
+/* R2: acquire fence, pairs with W1 (the writer's release fence after making the sequence
+ * odd): if the section read anything the writer wrote, this load sees the odd value or
+ * later. */
+static inline bool kl_seqlock_read_retry_inline(const struct kl_seqlock *sl, uint32_t seq)
+{
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&sl->seq, memory_order_relaxed) != seq;
+}
+
+#define kl_seqlock_read_begin(sl) kl_seqlock_read_begin_inline(sl)
+#define kl_seqlock_read_retry(sl, seq) kl_seqlock_read_retry_inline((sl), (seq))
+#endif
+
+KL_END_DECLS
+
+#endif /* KLOCK_SEQLOCK_H */

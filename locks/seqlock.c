@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * locks/seqlock.c - kl_seqlock: Linux seqlock_t (seqcount + writer lock), FreeBSD's
+ * timehands generation counters.
+ *
+ * STATE. seq: bit 0 set while a writer is writing; the value counts writes (x2).
+ * wlock: the writers' mutex, Drepper's three-state futex mutex (0 free, 1 held, 2 held
+ * with possible sleepers; a sleeper stores 2 before sleeping, so an unlock that swaps out
+ * 2 wakes one). owner: the writer's record (debug checks, wowned-style queries).
+ *
+ * INVARIANTS. seq is odd exactly while the wlock holder is between write_lock and
+ * write_unlock. Only the wlock holder writes seq.
+ *
+ * ORDERING.
+ *   W1  write_lock: seq = s + 1 (relaxed), then a release fence: the odd value is ordered
+ *       before every data store of the write section. Pairs with R2 in read_retry: a
+ *       reader that read any of those stores sees seq != its even snapshot.
+ *   W2  write_unlock: seq = s + 2 with release: the data stores are ordered before the
+ *       even value. Pairs with R1 (acquire load in read_begin): a reader that starts at
+ *       the new even value sees the whole write.
+ *   M1/M2  wlock acquire (CAS/xchg acquire) and release (xchg release).
+ *
+ * PROS/CONS. Readers write no memory at all, so they scale perfectly and cannot slow the
+ * writer; the price is retries (wasted work under write traffic), the copy-only rule for
+ * read sections, and readers that can starve under a steady write stream.
+ *
+ * LIMITS. Readers are not announced to instruments (they hold nothing and block nobody;
+ * TSan sees the acquire/release pairs on seq itself). 32-bit sequence: a reader preempted
+ * across exactly 2^31 writes would accept a torn copy (as in Linux).
+ */
+#include <klock/seqlock.h>
+#include <klock/wait.h>
+#include "hooks.h"
+#include "spin.h"
+#include "thread.h"
+
+/* Writers spin this long on a held wlock before sleeping (write sections are short). */
+#define SEQ_SPIN_NS 5000u
+/* Readers spin this long on an odd sequence before yielding to a (preempted) writer. */
+#define SEQ_READ_SPIN_NS 20000u
+
+int kl_seqlock_init(struct kl_seqlock *sl)
+{
+	kli_init();
+	*sl = (struct kl_seqlock)KL_SEQLOCK_INITIALIZER;
+	kli_hook_created(sl, KLI_KIND_SEQLOCK, 0);
+	return 0;
+}
+
+int kl_seqlock_destroy(struct kl_seqlock *sl)
+{
+	if (atomic_load_explicit(&sl->wlock, memory_order_acquire) != 0) {
+#if KLOCK_DEBUG_LOCKS
+		kli_report("destroy of a write-held lock", "seqlock", sl,
+			   KLI_SITE(), NULL);
+#endif
+		return EBUSY;
+	}
+	kli_hook_destroyed(sl, KLI_KIND_SEQLOCK);
+	return 0;
+}
+
+static KL_NOINLINE void seq_wlock_slow(struct kl_seqlock *sl, const void *site)
+{
+	struct kli_wait w;
+	struct kli_spin sp;
+	uint32_t c;
+
+	kli_wait_begin(&w);
+	kli_wait_spin(&w);
+	kli_spin_start(&sp, SEQ_SPIN_NS);
+	do {
+		c = 0;
+		if (atomic_load_explicit(&sl->wlock, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_weak_explicit(&sl->wlock, &c, 1,
+							  memory_order_acquire, /* M1 */
+							  memory_order_relaxed))
+			goto out;
+	} while (kli_spin_backoff(&sp));
+	while (atomic_exchange_explicit(&sl->wlock, 2, memory_order_acquire) != 0) { /* M1 */
+		kli_wait_sleep(&w);
+		kl_wait(&sl->wlock, 2, NULL);
+	}
+out:
+	kli_wait_end(&w, sl, KLI_KIND_SEQLOCK, 0, site);
+}
+
+/* The writer owns wlock: make the sequence odd before any data store (W1). */
+static void seq_write_begin(struct kl_seqlock *sl)
+{
+	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&sl->seq, s + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release); /* W1: pairs with R2 */
+	atomic_store_explicit(&sl->owner, (uintptr_t)kli_self(), memory_order_relaxed);
+}
+
+void kl_seqlock_write_lock(struct kl_seqlock *sl)
+{
+	uint32_t c = 0;
+
+#if KLOCK_DEBUG_LOCKS
+	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) == (uintptr_t)kli_self())
+		kli_report("recursive write lock (deadlock)", "seqlock", sl, KLI_SITE(), NULL);
+#endif
+	kli_hook_acquire(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
+	if (!atomic_compare_exchange_strong_explicit(&sl->wlock, &c, 1, memory_order_acquire,
+						     memory_order_relaxed)) /* M1 */
+		seq_wlock_slow(sl, KLI_SITE());
+	seq_write_begin(sl);
+	kli_hook_acquired(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
+}
+
+bool kl_seqlock_write_trylock(struct kl_seqlock *sl)
+{
+	uint32_t c = 0;
+	bool ok;
+
+	kli_hook_acquire(sl, KLI_KIND_SEQLOCK, KLI_HF_TRY, KLI_SITE());
+	ok = atomic_compare_exchange_strong_explicit(&sl->wlock, &c, 1, memory_order_acquire,
+						     memory_order_relaxed); /* M1 */
+	if (ok)
+		seq_write_begin(sl);
+	kli_hook_acquired(sl, KLI_KIND_SEQLOCK, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
+	return ok;
+}
+
+void kl_seqlock_write_unlock(struct kl_seqlock *sl)
+{
+	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_relaxed);
+
+#if KLOCK_DEBUG_LOCKS
+	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) != (uintptr_t)kli_self() ||
+	    !(s & 1)) {
+		kli_report("write unlock by a thread that does not own the lock", "seqlock", sl,
+			   KLI_SITE(), NULL);
+		return;
+	}
+#endif
+	kli_hook_release(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
+	atomic_store_explicit(&sl->owner, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl->seq, s + 1, memory_order_release); /* W2: pairs with R1 */
+	if (atomic_exchange_explicit(&sl->wlock, 0, memory_order_release) == 2) /* M2 */
+		kl_wake(&sl->wlock, 1);
+	kli_hook_released(sl, KLI_KIND_SEQLOCK, 0);
+}
+
+/* A write is in progress: wait it out (one slow-path episode for lockstat). */
+static KL_NOINLINE uint32_t seq_read_wait(const struct kl_seqlock *sl, const void *site)
+{
+	struct kli_wait w;
+	struct kli_spin sp;
+	uint32_t s;
+
+	kli_wait_begin(&w);
+	kli_wait_spin(&w);
+	for (;;) {
+		kli_spin_start(&sp, SEQ_READ_SPIN_NS);
+		do {
+			s = atomic_load_explicit(&sl->seq, memory_order_acquire); /* R1 */
+			if (!(s & 1)) {
+				kli_wait_end(&w, sl, KLI_KIND_SEQLOCK, KLI_HF_READ, site);
+				return s;
+			}
+		} while (kli_spin_backoff(&sp));
+		kli_yield(); /* the writer may be preempted on our CPU */
+	}
+}
+
+uint32_t (kl_seqlock_read_begin)(const struct kl_seqlock *sl)
+{
+	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_acquire); /* R1 */
+
+	if (kl_likely(!(s & 1)))
+		return s;
+	return seq_read_wait(sl, KLI_SITE());
+}
+
+bool (kl_seqlock_read_retry)(const struct kl_seqlock *sl, uint32_t seq)
+{
+	atomic_thread_fence(memory_order_acquire); /* R2: pairs with W1 */
+	return atomic_load_explicit(&sl->seq, memory_order_relaxed) != seq;
+}
+
+uint32_t kl_seqlock_sequence(const struct kl_seqlock *sl)
+{
+	return atomic_load_explicit(&sl->seq, memory_order_acquire);
+}

@@ -1,0 +1,877 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * tests/test_rmlock.c - kl_rmlock: exclusion, sharing, writer preference, trylock,
+ * recursion rules, many locks per thread (slot overflow), sleeping writers, FIFO
+ * hand-off, thread churn, migration, oversubscription, thread exit and fork, misuse
+ * reports (debug builds). Run also with KLOCK_NO_MEMBARRIER=1 / KLOCK_NO_RSEQ=1 and in
+ * the -Darch=generic, -Dwait=parking and debug CI builds.
+ */
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <klock/rmlock.h>
+#include <klock/fence.h>
+#include "kltest.h"
+#include "park.h"
+
+/* Every test must finish well inside this (a deadlock fails fast instead of hanging). */
+#define WATCHDOG_S 60
+/* Flag combinations every behaviour test runs with. */
+static const unsigned flag_sets[] = { 0, KL_RM_SLEEPABLE, KL_RM_RECURSE,
+				      KL_RM_SLEEPABLE | KL_RM_RECURSE };
+/* A "long" hold: well past the spin budgets, so sleepers really sleep. */
+#define LONG_HOLD_MS 60
+/* Locks one thread holds at once in the nesting test (> KL_RM_SLOTS: overflow). */
+#define MANY_LOCKS (KL_RM_SLOTS + 6)
+
+static int setup(void **state)
+{
+	(void)state;
+	alarm(WATCHDOG_S);
+	return 0;
+}
+
+/* Waits (bounded) until @n threads are parked on @key. */
+static void wait_parked(const void *key, unsigned n)
+{
+	int64_t end = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
+
+	while (kli_park_queued(key) < n) {
+		assert_true(klt_now_ns() < end);
+		klt_sleep_ms(1);
+	}
+}
+
+/* ---- basics -------------------------------------------------------------------------- */
+
+static void test_rmlock_init_rejects_unknown_flags(void **state)
+{
+	struct kl_rmlock lk;
+
+	(void)state;
+	assert_int_equal(kl_rmlock_init(&lk, 0x80), EINVAL);
+	assert_int_equal(kl_rmlock_init(&lk, KL_RM_RECURSE | KL_RM_SLEEPABLE), 0);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
+static void test_rmlock_static_initializer_works(void **state)
+{
+	static struct kl_rmlock lk = KL_RMLOCK_INITIALIZER(KL_RM_SLEEPABLE);
+	struct kl_rm_tracker tr;
+
+	(void)state;
+	kl_rmlock_read_lock(&lk, &tr);
+	kl_rmlock_read_unlock(&lk, &tr);
+	kl_rmlock_write_lock(&lk);
+	assert_true(kl_rmlock_wowned(&lk));
+	kl_rmlock_write_unlock(&lk);
+	assert_false(kl_rmlock_wowned(&lk));
+}
+
+/* ---- trylock ------------------------------------------------------------------------- */
+
+struct peer {
+	struct kl_rmlock *lk;
+	bool ok;
+	int op; /* 0: read_trylock, 1: write_trylock */
+};
+
+static void *peer_try(void *arg)
+{
+	struct peer *p = arg;
+	struct kl_rm_tracker tr;
+
+	if (p->op == 0) {
+		p->ok = kl_rmlock_read_trylock(p->lk, &tr);
+		if (p->ok)
+			kl_rmlock_read_unlock(p->lk, &tr);
+	} else {
+		p->ok = kl_rmlock_write_trylock(p->lk);
+		if (p->ok)
+			kl_rmlock_write_unlock(p->lk);
+	}
+	return NULL;
+}
+
+static bool try_from_other_thread(struct kl_rmlock *lk, int op)
+{
+	struct peer p = { .lk = lk, .op = op };
+
+	klt_run_threads(1, peer_try, &p, 0);
+	return p.ok;
+}
+
+static void test_rmlock_trylock_semantics(void **state)
+{
+	struct kl_rmlock lk;
+	struct kl_rm_tracker tr;
+
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
+		assert_int_equal(kl_rmlock_init(&lk, flag_sets[f]), 0);
+		/* free: both succeed */
+		assert_true(try_from_other_thread(&lk, 0));
+		assert_true(try_from_other_thread(&lk, 1));
+		/* read-held: readers share, writers fail */
+		assert_true(kl_rmlock_read_trylock(&lk, &tr));
+		assert_true(try_from_other_thread(&lk, 0));
+		assert_false(try_from_other_thread(&lk, 1));
+		kl_rmlock_read_unlock(&lk, &tr);
+		/* write-held: everyone fails */
+		assert_true(kl_rmlock_write_trylock(&lk));
+		assert_true(kl_rmlock_wowned(&lk));
+		assert_false(try_from_other_thread(&lk, 0));
+		assert_false(try_from_other_thread(&lk, 1));
+		kl_rmlock_write_unlock(&lk);
+		/* a failed write_trylock left nothing behind */
+		assert_true(try_from_other_thread(&lk, 1));
+		assert_int_equal(kl_rmlock_destroy(&lk), 0);
+	}
+}
+
+static void test_rmlock_destroy_refuses_a_held_lock(void **state)
+{
+	struct kl_rmlock lk;
+	struct kl_rm_tracker tr;
+
+	(void)state;
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	kl_rmlock_write_lock(&lk);
+	assert_int_equal(kl_rmlock_destroy(&lk), EBUSY);
+	kl_rmlock_write_unlock(&lk);
+	kl_rmlock_read_lock(&lk, &tr);
+	assert_int_equal(kl_rmlock_destroy(&lk), EBUSY);
+	kl_rmlock_read_unlock(&lk, &tr);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+	unsetenv("KLOCK_ON_ERROR");
+}
+
+/* ---- readers share --------------------------------------------------------------------- */
+
+#define SHARERS 4
+
+struct share {
+	struct kl_rmlock lk;
+	_Atomic int inside;
+	_Atomic int max_inside;
+	_Atomic bool all_met;
+};
+
+static void *sharer(void *arg)
+{
+	struct share *s = arg;
+	struct kl_rm_tracker tr;
+	int64_t end = klt_now_ns() + 5 * KLT_NSEC_PER_SEC;
+	int n;
+
+	kl_rmlock_read_lock(&s->lk, &tr);
+	n = atomic_fetch_add(&s->inside, 1) + 1;
+	while (n < SHARERS && klt_now_ns() < end) {
+		klt_sleep_ms(1);
+		n = atomic_load(&s->inside);
+	}
+	if (n >= SHARERS)
+		atomic_store(&s->all_met, true);
+	kl_rmlock_read_unlock(&s->lk, &tr);
+	return NULL;
+}
+
+/* All SHARERS readers are inside at the same moment: readers do not exclude each other. */
+static void test_rmlock_many_readers_share(void **state)
+{
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
+		struct share s = { 0 };
+
+		assert_int_equal(kl_rmlock_init(&s.lk, flag_sets[f]), 0);
+		pthread_t t[SHARERS];
+
+		for (int i = 0; i < SHARERS; i++)
+			assert_int_equal(pthread_create(&t[i], NULL, sharer, &s), 0);
+		for (int i = 0; i < SHARERS; i++)
+			pthread_join(t[i], NULL);
+		assert_true(atomic_load(&s.all_met));
+		assert_int_equal(kl_rmlock_destroy(&s.lk), 0);
+	}
+}
+
+/* ---- exclusion under stress ------------------------------------------------------------ */
+
+struct stress {
+	struct kl_rmlock lk;
+	volatile long a, b;      /* a == b outside write sections */
+	_Atomic long writes, reads, torn, overlap;
+	_Atomic int writers_in;
+	long iters;
+	int write_one_in;        /* 1 operation in N is a write */
+	bool nest;               /* readers sometimes nest a second read hold (RECURSE) */
+};
+
+static void stress_write(struct stress *s)
+{
+	kl_rmlock_write_lock(&s->lk);
+	if (atomic_fetch_add(&s->writers_in, 1) != 0)
+		atomic_fetch_add(&s->overlap, 1);
+	s->a++;
+	for (volatile int k = 0; k < 20; k++)
+		;
+	s->b++;
+	atomic_fetch_sub(&s->writers_in, 1);
+	kl_rmlock_write_unlock(&s->lk);
+	atomic_fetch_add(&s->writes, 1);
+}
+
+static void stress_read(struct stress *s, unsigned r)
+{
+	struct kl_rm_tracker tr, tr2;
+
+	kl_rmlock_read_lock(&s->lk, &tr);
+	if (s->nest && (r & 4))
+		kl_rmlock_read_lock(&s->lk, &tr2);
+	if (s->a != s->b || atomic_load(&s->writers_in) != 0)
+		atomic_fetch_add(&s->torn, 1);
+	if (s->nest && (r & 4))
+		kl_rmlock_read_unlock(&s->lk, &tr2);
+	kl_rmlock_read_unlock(&s->lk, &tr);
+	atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
+}
+
+static void *stress_thread(void *arg)
+{
+	struct stress *s = arg;
+	unsigned r = (unsigned)(uintptr_t)pthread_self();
+
+	for (long i = 0; i < s->iters; i++) {
+		r = r * 1103515245u + 12345u;
+		if ((r >> 8) % (unsigned)s->write_one_in == 0)
+			stress_write(s);
+		else
+			stress_read(s, r);
+	}
+	return NULL;
+}
+
+static void run_stress(unsigned flags, int nthreads, int write_one_in, long iters)
+{
+	static struct stress s;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(kl_rmlock_init(&s.lk, flags), 0);
+	s.iters = iters;
+	s.write_one_in = write_one_in;
+	s.nest = flags & KL_RM_RECURSE;
+	pthread_t t[KLT_MAX_THREADS];
+
+	for (int i = 0; i < nthreads; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, stress_thread, &s), 0);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(atomic_load(&s.torn), 0);
+	assert_int_equal(atomic_load(&s.overlap), 0);
+	assert_int_equal(s.a, atomic_load(&s.writes));
+	assert_int_equal(s.b, s.a);
+	assert_int_equal(atomic_load(&s.writes) + atomic_load(&s.reads), (long)nthreads * iters);
+	assert_int_equal(kl_rmlock_destroy(&s.lk), 0);
+}
+
+static void test_rmlock_writer_excludes_readers_and_writers(void **state)
+{
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
+		run_stress(flag_sets[f], 3, 50, klt_scaled(20000));  /* read-mostly */
+		run_stress(flag_sets[f], 3, 2, klt_scaled(3000));    /* write-heavy */
+	}
+}
+
+/* More threads than CPUs: preempted readers and writers must not stall anyone for long. */
+static void test_rmlock_survives_oversubscription(void **state)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = (int)(cpus * 4 > 16 ? 16 : cpus * 4);
+
+	(void)state;
+	run_stress(0, n, 20, klt_scaled(3000));
+	run_stress(KL_RM_SLEEPABLE, n, 20, klt_scaled(3000));
+}
+
+/* ---- writer waits for readers, new readers wait for a waiting writer --------------------- */
+
+struct wctx {
+	struct kl_rmlock *lk;
+	_Atomic int state; /* 1 started, 2 acquired, 3 done */
+	int hold_ms;
+};
+
+static void *writer_thread(void *arg)
+{
+	struct wctx *w = arg;
+
+	atomic_store(&w->state, 1);
+	kl_rmlock_write_lock(w->lk);
+	atomic_store(&w->state, 2);
+	if (w->hold_ms)
+		klt_sleep_ms(w->hold_ms);
+	kl_rmlock_write_unlock(w->lk);
+	atomic_store(&w->state, 3);
+	return NULL;
+}
+
+/* Waits (bounded) until a writer has set its bit on @lk (it is waiting for readers). */
+static void wait_writer_announced(struct kl_rmlock *lk)
+{
+	int64_t end = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
+
+	while (!(atomic_load(&lk->state) & KL_RM_S_WRITER)) {
+		assert_true(klt_now_ns() < end);
+		klt_sleep_ms(1);
+	}
+}
+
+static void wait_state(_Atomic int *st, int v)
+{
+	int64_t end = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
+
+	while (atomic_load(st) < v) {
+		assert_true(klt_now_ns() < end);
+		klt_sleep_ms(1);
+	}
+}
+
+/* A reader holds the lock longer than every spin budget: the writer (spinning or
+ * sleeping) must not get in until the reader leaves, and must get in right after. */
+static void test_rmlock_writer_waits_for_readers(void **state)
+{
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
+		struct kl_rmlock lk;
+		struct kl_rm_tracker tr;
+		struct wctx w = { .lk = &lk };
+		pthread_t t;
+
+		assert_int_equal(kl_rmlock_init(&lk, flag_sets[f]), 0);
+		kl_rmlock_read_lock(&lk, &tr);
+		assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
+		wait_state(&w.state, 1);
+		klt_sleep_ms(LONG_HOLD_MS);
+		assert_int_equal(atomic_load(&w.state), 1);
+		kl_rmlock_read_unlock(&lk, &tr);
+		pthread_join(t, NULL);
+		assert_int_equal(atomic_load(&w.state), 3);
+		assert_int_equal(kl_rmlock_destroy(&lk), 0);
+	}
+}
+
+/* Writer preference: once a writer waits, a new reader cannot get in (try fails) and a
+ * blocking reader gets in only after the writer has been. */
+struct rctx {
+	struct kl_rmlock *lk;
+	struct wctx *w;
+	int writer_state_seen;
+	_Atomic int done;
+};
+
+static void *late_reader(void *arg)
+{
+	struct rctx *r = arg;
+	struct kl_rm_tracker tr;
+
+	kl_rmlock_read_lock(r->lk, &tr);
+	r->writer_state_seen = atomic_load(&r->w->state);
+	kl_rmlock_read_unlock(r->lk, &tr);
+	atomic_store(&r->done, 1);
+	return NULL;
+}
+
+static void test_rmlock_new_readers_wait_behind_a_waiting_writer(void **state)
+{
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
+		struct kl_rmlock lk;
+		struct kl_rm_tracker tr;
+		struct wctx w = { .lk = &lk, .hold_ms = 5 };
+		struct rctx r = { .lk = &lk, .w = &w };
+		pthread_t tw, tr2;
+
+		assert_int_equal(kl_rmlock_init(&lk, flag_sets[f]), 0);
+		kl_rmlock_read_lock(&lk, &tr);
+		assert_int_equal(pthread_create(&tw, NULL, writer_thread, &w), 0);
+		wait_writer_announced(&lk);
+		assert_false(try_from_other_thread(&lk, 0));
+		assert_int_equal(pthread_create(&tr2, NULL, late_reader, &r), 0);
+		klt_sleep_ms(10);
+		assert_int_equal(atomic_load(&r.done), 0);
+		kl_rmlock_read_unlock(&lk, &tr);
+		pthread_join(tw, NULL);
+		pthread_join(tr2, NULL);
+		assert_true(r.writer_state_seen >= 2); /* the writer went first */
+		assert_int_equal(kl_rmlock_destroy(&lk), 0);
+	}
+}
+
+/* ---- recursion --------------------------------------------------------------------------- */
+
+/* With a writer waiting, a nested read of a lock the thread already holds gets in only
+ * with KL_RM_RECURSE (a blocking nested read would deadlock: try shows the rule). Debug
+ * builds report every nested read of a lock without the flag - with a writer waiting
+ * (the deadlock itself) and without (the latent one). */
+static void test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag(void **state)
+{
+	(void)state;
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	for (int recurse = 0; recurse <= 1; recurse++) {
+		struct kl_rmlock lk;
+		struct kl_rm_tracker outer, inner;
+		struct wctx w = { .lk = &lk };
+		unsigned long reports = kli_report_count();
+		pthread_t t;
+
+		assert_int_equal(kl_rmlock_init(&lk, recurse ? KL_RM_RECURSE : 0), 0);
+		kl_rmlock_read_lock(&lk, &outer);
+		kl_rmlock_read_lock(&lk, &inner); /* no writer yet: gets in either way */
+		kl_rmlock_read_unlock(&lk, &inner);
+		assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
+		wait_writer_announced(&lk);
+		if (recurse) {
+			kl_rmlock_read_lock(&lk, &inner); /* must not deadlock */
+			assert_int_equal(atomic_load(&w.state), 1);
+			kl_rmlock_read_unlock(&lk, &inner);
+		} else {
+			assert_false(kl_rmlock_read_trylock(&lk, &inner));
+		}
+		assert_int_equal(kli_report_count() - reports,
+				 (KLOCK_DEBUG_LOCKS && !recurse) ? 2 : 0);
+		assert_int_equal(atomic_load(&w.state), 1); /* still waiting for `outer` */
+		kl_rmlock_read_unlock(&lk, &outer);
+		pthread_join(t, NULL);
+		assert_int_equal(kl_rmlock_destroy(&lk), 0);
+	}
+	unsetenv("KLOCK_ON_ERROR");
+}
+
+/* ---- many locks per thread --------------------------------------------------------------- */
+
+/* One thread read-holds more rmlocks than its record has slots (the rest overflow into
+ * the locks), releasing them out of order; a writer on every one of them must wait for
+ * its hold and get in after it. */
+static void test_rmlock_many_locks_held_at_once_out_of_order(void **state)
+{
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
+		static struct kl_rmlock lk[MANY_LOCKS];
+		static struct kl_rm_tracker tr[MANY_LOCKS];
+		static struct wctx w[MANY_LOCKS];
+		pthread_t t[MANY_LOCKS];
+		int order[MANY_LOCKS];
+
+		for (int i = 0; i < MANY_LOCKS; i++) {
+			assert_int_equal(kl_rmlock_init(&lk[i], flag_sets[f]), 0);
+			kl_rmlock_read_lock(&lk[i], &tr[i]);
+			order[i] = i;
+		}
+		for (int i = MANY_LOCKS - 1; i > 0; i--) { /* a fixed shuffle */
+			int j = (i * 7 + 3) % (i + 1), x = order[i];
+
+			order[i] = order[j];
+			order[j] = x;
+		}
+		for (int i = 0; i < MANY_LOCKS; i++) {
+			w[i] = (struct wctx){ .lk = &lk[i] };
+			assert_int_equal(pthread_create(&t[i], NULL, writer_thread, &w[i]), 0);
+		}
+		for (int i = 0; i < MANY_LOCKS; i++)
+			wait_state(&w[i].state, 1);
+		klt_sleep_ms(20);
+		for (int k = 0; k < MANY_LOCKS; k++) {
+			int i = order[k];
+
+			assert_int_equal(atomic_load(&w[i].state), 1);
+			kl_rmlock_read_unlock(&lk[i], &tr[i]);
+			pthread_join(t[i], NULL);
+			assert_int_equal(atomic_load(&w[i].state), 3);
+		}
+		for (int i = 0; i < MANY_LOCKS; i++)
+			assert_int_equal(kl_rmlock_destroy(&lk[i]), 0);
+	}
+}
+
+/* ---- parking races write_unlock ------------------------------------------------------ */
+
+struct race {
+	struct kl_rmlock lk;
+	_Atomic int stop;
+};
+
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	struct kl_rm_tracker tr;
+
+	while (!atomic_load(&r->stop)) {
+		kl_rmlock_read_lock(&r->lk, &tr);
+		kl_rmlock_read_unlock(&r->lk, &tr);
+	}
+	return NULL;
+}
+
+/* Regression: a reader queueing (validate, under the bucket lock) while the writer's
+ * unlock took the fast path (outside it) once left RM_S_QUEUED set without the writer
+ * bit, and every later writer spun for ever. Many short writes against parking readers. */
+static void test_rmlock_waiter_queueing_during_unlock_is_not_lost(void **state)
+{
+	static struct race r;
+	pthread_t t[3];
+	long writes = klt_scaled(3000);
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(kl_rmlock_init(&r.lk, KL_RM_SLEEPABLE), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, race_reader, &r), 0);
+	for (long i = 0; i < writes; i++) {
+		kl_rmlock_write_lock(&r.lk);
+		if (i % 4 == 0)
+			sched_yield(); /* let readers reach the queue */
+		kl_rmlock_write_unlock(&r.lk);
+	}
+	atomic_store(&r.stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(atomic_load(&r.lk.state), 0);
+	assert_int_equal(kl_rmlock_destroy(&r.lk), 0);
+}
+
+/* ---- FIFO hand-off (KL_RM_SLEEPABLE) --------------------------------------------------- */
+
+struct fifo {
+	struct kl_rmlock lk;
+	_Atomic int ticket;
+	int got[4];
+};
+
+struct fifo_arg {
+	struct fifo *f;
+	int id;
+	bool writer;
+};
+
+static void *fifo_thread(void *arg)
+{
+	struct fifo_arg *a = arg;
+	struct kl_rm_tracker tr;
+
+	if (a->writer) {
+		kl_rmlock_write_lock(&a->f->lk);
+		a->f->got[a->id] = atomic_fetch_add(&a->f->ticket, 1);
+		klt_sleep_ms(5);
+		kl_rmlock_write_unlock(&a->f->lk);
+	} else {
+		kl_rmlock_read_lock(&a->f->lk, &tr);
+		a->f->got[a->id] = atomic_fetch_add(&a->f->ticket, 1);
+		klt_sleep_ms(5);
+		kl_rmlock_read_unlock(&a->f->lk, &tr);
+	}
+	return NULL;
+}
+
+/* Queue while a writer holds: reader 0, writer 1, reader 2, reader 3. Unlock admits
+ * reader 0, hands the lock to writer 1 (after reader 0), then readers 2 and 3 together:
+ * FIFO, so neither side starves. */
+static void test_rmlock_sleepers_are_admitted_in_fifo_order(void **state)
+{
+	static struct fifo f;
+	struct fifo_arg a[4] = { { &f, 0, false }, { &f, 1, true }, { &f, 2, false },
+				 { &f, 3, false } };
+	pthread_t t[4];
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(kl_rmlock_init(&f.lk, KL_RM_SLEEPABLE), 0);
+	kl_rmlock_write_lock(&f.lk);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_create(&t[i], NULL, fifo_thread, &a[i]), 0);
+		wait_parked(&f.lk, (unsigned)i + 1);
+	}
+	kl_rmlock_write_unlock(&f.lk);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(f.got[0], 0);
+	assert_int_equal(f.got[1], 1);
+	assert_true(f.got[2] >= 2 && f.got[3] >= 2);
+	assert_int_equal(kl_rmlock_destroy(&f.lk), 0);
+}
+
+/* ---- threads coming and going ------------------------------------------------------------ */
+
+struct churn {
+	struct kl_rmlock lk;
+	volatile long a, b;
+	_Atomic long torn;
+	_Atomic int stop;
+};
+
+static void *churn_child(void *arg)
+{
+	struct churn *c = arg;
+	struct kl_rm_tracker tr;
+
+	for (int i = 0; i < 50; i++) {
+		kl_rmlock_read_lock(&c->lk, &tr);
+		if (c->a != c->b)
+			atomic_fetch_add(&c->torn, 1);
+		kl_rmlock_read_unlock(&c->lk, &tr);
+	}
+	return NULL;
+}
+
+static void *churn_spawner(void *arg)
+{
+	struct churn *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, churn_child, c) == 0)
+			pthread_join(t, NULL);
+	}
+	return NULL;
+}
+
+/* Writers run while reader threads are created and exit: every write still excludes
+ * every read, and no writer waits for a thread that is gone. */
+static void test_rmlock_thread_churn_during_writes(void **state)
+{
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
+		static struct churn c;
+		pthread_t sp[2];
+		long writes = klt_scaled(2000);
+
+		memset(&c, 0, sizeof(c));
+		assert_int_equal(kl_rmlock_init(&c.lk, flag_sets[f]), 0);
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(pthread_create(&sp[i], NULL, churn_spawner, &c), 0);
+		for (long i = 0; i < writes; i++) {
+			kl_rmlock_write_lock(&c.lk);
+			c.a++;
+			c.b++;
+			kl_rmlock_write_unlock(&c.lk);
+		}
+		atomic_store(&c.stop, 1);
+		for (int i = 0; i < 2; i++)
+			pthread_join(sp[i], NULL);
+		assert_int_equal(atomic_load(&c.torn), 0);
+		assert_int_equal(c.a, writes);
+		assert_int_equal(kl_rmlock_destroy(&c.lk), 0);
+	}
+}
+
+/* A thread that exits holding a read lock has the hold dropped (debug builds report it):
+ * writers do not wait for a dead thread. */
+static void *exit_holding(void *arg)
+{
+	static struct kl_rm_tracker tr;
+
+	kl_rmlock_read_lock(arg, &tr);
+	return NULL;
+}
+
+static void test_rmlock_thread_exit_drops_its_read_holds(void **state)
+{
+	struct kl_rmlock lk;
+	unsigned long before = kli_report_count();
+
+	(void)state;
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	assert_int_equal(kl_rmlock_init(&lk, KL_RM_SLEEPABLE), 0);
+	klt_run_threads(1, exit_holding, &lk, 0);
+	kl_rmlock_write_lock(&lk); /* would hang if the hold stayed */
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(kli_report_count() - before, KLOCK_DEBUG_LOCKS ? 1 : 0);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+	unsetenv("KLOCK_ON_ERROR");
+}
+
+/* ---- migration ----------------------------------------------------------------------- */
+
+static bool pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+/* A reader that moves to another CPU inside its read section is still a reader. */
+static void test_rmlock_reader_migrated_inside_section_is_still_counted(void **state)
+{
+	cpu_set_t orig;
+	struct kl_rmlock lk;
+	struct kl_rm_tracker tr;
+	struct wctx w = { .lk = &lk };
+	pthread_t t;
+
+	(void)state;
+	sched_getaffinity(0, sizeof(orig), &orig);
+	if (CPU_COUNT(&orig) < 2 || !pin_to(0)) {
+		skip();
+		return;
+	}
+	assert_int_equal(kl_rmlock_init(&lk, KL_RM_SLEEPABLE), 0);
+	kl_rmlock_read_lock(&lk, &tr);
+	assert_true(pin_to(1));
+	assert_int_equal(sched_getcpu(), 1);
+	assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
+	wait_state(&w.state, 1);
+	klt_sleep_ms(20);
+	assert_int_equal(atomic_load(&w.state), 1);
+	kl_rmlock_read_unlock(&lk, &tr);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&w.state), 3);
+	sched_setaffinity(0, sizeof(orig), &orig);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
+/* ---- fork -------------------------------------------------------------------------------- */
+
+static void *hold_forever(void *arg)
+{
+	struct kl_rm_tracker tr;
+
+	kl_rmlock_read_lock(arg, &tr);
+	pause();
+	return NULL;
+}
+
+/* The child of a process whose other threads read-hold a lock can write-lock it (those
+ * threads do not exist in the child). */
+static void test_rmlock_fork_child_can_write_lock(void **state)
+{
+	static struct kl_rmlock lk;
+	pthread_t t;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	setenv("KLOCK_ON_ERROR", "warn", 1); /* the holder is cancelled holding its lock */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, hold_forever, &lk), 0);
+	while (!try_from_other_thread(&lk, 0) || try_from_other_thread(&lk, 1))
+		klt_sleep_ms(1); /* until the holder is in */
+	pid = fork();
+	if (pid == 0) {
+		alarm(10);
+		kl_rmlock_write_lock(&lk);
+		kl_rmlock_write_unlock(&lk);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	pthread_cancel(t);
+	pthread_join(t, NULL);
+	unsetenv("KLOCK_ON_ERROR");
+}
+
+/* ---- misuse (debug builds) ----------------------------------------------------------- */
+
+#if KLOCK_DEBUG_LOCKS
+static void *write_unlock_other(void *arg)
+{
+	kl_rmlock_write_unlock(arg);
+	return NULL;
+}
+
+static void *read_unlock_other(void *arg)
+{
+	struct kl_rm_tracker **pp = arg;
+
+	kl_rmlock_read_unlock((struct kl_rmlock *)pp[0], pp[1]);
+	return NULL;
+}
+
+/* Each planted misuse produces exactly one report (KLOCK_ON_ERROR=warn) and leaves the
+ * lock usable. */
+static void test_rmlock_debug_build_reports_misuse(void **state)
+{
+	struct kl_rmlock lk, other;
+	struct kl_rm_tracker tr, tr2;
+	unsigned long n;
+	void *pp[2];
+
+	(void)state;
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	assert_int_equal(kl_rmlock_init(&other, 0), 0);
+
+	n = kli_report_count();
+	memset(&tr, 0, sizeof(tr));
+	kl_rmlock_read_unlock(&lk, &tr); /* unlock without lock */
+	assert_int_equal(kli_report_count(), n + 1);
+
+	kl_rmlock_read_lock(&lk, &tr);
+	kl_rmlock_read_unlock(&other, &tr); /* the tracker of another lock */
+	assert_int_equal(kli_report_count(), n + 2);
+	kl_rmlock_read_lock(&lk, &tr2); /* recursion without KL_RM_RECURSE */
+	assert_int_equal(kli_report_count(), n + 3);
+	kl_rmlock_read_unlock(&lk, &tr2);
+	pp[0] = &lk;
+	pp[1] = &tr;
+	klt_run_threads(1, read_unlock_other, pp, 0); /* unlock by another thread */
+	assert_int_equal(kli_report_count(), n + 4);
+	assert_int_equal(kl_rmlock_destroy(&lk), EBUSY); /* destroy while read-held */
+	assert_int_equal(kli_report_count(), n + 5);
+	kl_rmlock_read_unlock(&lk, &tr);
+	kl_rmlock_read_unlock(&lk, &tr); /* double unlock */
+	assert_int_equal(kli_report_count(), n + 6);
+
+	kl_rmlock_write_lock(&lk);
+	klt_run_threads(1, write_unlock_other, &lk, 0); /* write unlock by a non-owner */
+	assert_int_equal(kli_report_count(), n + 7);
+	assert_true(kl_rmlock_wowned(&lk));
+	assert_false(kl_rmlock_read_trylock(&lk, &tr)); /* read while write-held by self */
+	assert_int_equal(kli_report_count(), n + 8);
+	kl_rmlock_write_unlock(&lk);
+
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+	kl_rmlock_write_lock(&lk); /* use after destroy */
+	assert_true(kli_report_count() >= n + 9);
+	assert_int_equal(kl_rmlock_destroy(&other), 0);
+	unsetenv("KLOCK_ON_ERROR");
+}
+#endif
+
+/* Every test runs under the watchdog. */
+#define T(f) cmocka_unit_test_setup(f, setup)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_rmlock_init_rejects_unknown_flags),
+		T(test_rmlock_static_initializer_works),
+		T(test_rmlock_trylock_semantics),
+		T(test_rmlock_destroy_refuses_a_held_lock),
+		T(test_rmlock_many_readers_share),
+		T(test_rmlock_writer_excludes_readers_and_writers),
+		T(test_rmlock_waiter_queueing_during_unlock_is_not_lost),
+		T(test_rmlock_survives_oversubscription),
+		T(test_rmlock_writer_waits_for_readers),
+		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),
+		T(test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag),
+		T(test_rmlock_many_locks_held_at_once_out_of_order),
+		T(test_rmlock_sleepers_are_admitted_in_fifo_order),
+		T(test_rmlock_thread_churn_during_writes),
+		T(test_rmlock_thread_exit_drops_its_read_holds),
+		T(test_rmlock_reader_migrated_inside_section_is_still_counted),
+		T(test_rmlock_fork_child_can_write_lock),
+#if KLOCK_DEBUG_LOCKS
+		T(test_rmlock_debug_build_reports_misuse),
+#endif
+	};
+
+	printf("fence: %s, inline fast path: %d\n",
+	       kl_fence_asymmetric() ? "membarrier" : "fallback", KL_RM_INLINE);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
