@@ -12,6 +12,15 @@
  * Any failure is a violation: counted per thread (the `Fail:` column and `!!!`), the first
  * few printed with the lock, the thread and what was seen.
  *
+ * Optimistic readers (adapters with read_retry: kl_seqlock) do not exclude writers: a
+ * reader records what it saw, asks read_retry whether a writer intervened, and only when
+ * none did is what it saw checked - a seqlock promises a consistent snapshot, not
+ * exclusion. Such readers do not count themselves in readers_in, and the protected data
+ * is then accessed with relaxed atomics on both sides (the reads race by design).
+ * Keyed locks (LOCKOPS_KEYED: kl_hashlock) are also taken by key, for one of KT_NKEYS
+ * addresses, each with its own checked state: two keys on different stripes may be held
+ * at once, two threads on one key never.
+ *
  * The plain (non-atomic) fields are there for the sanitizers: under TSan or helgrind, a
  * lock whose annotations or ordering leak shows up as a data race on them.
  */
@@ -52,6 +61,8 @@
 #define TIMED_MAX_NS (2 * KT_NSEC_PER_MSEC)
 /* Violation lines printed per lock run (all are counted). */
 #define MAX_PRINTED 10
+/* 1 in N writer acquisitions of a keyed lock go by key. */
+#define KEYED_ODDS 2
 /* Acquisition after which an injected hang keeps the lock forever. */
 #define INJECT_HANG_AT 100
 
@@ -61,8 +72,23 @@ struct kt_side {
 	void (*unlock)(void *, void *);
 	bool (*trylock)(void *, void *);
 	int (*timedlock)(void *, void *, const struct timespec *);
+	bool (*retry)(void *, void *);  /* optimistic readers only */
 	const char *n_lock, *n_unlock, *n_try, *n_timed;
 };
+
+/* The protected data: plain accesses, or relaxed atomics where readers race by design. */
+static long plain_get(const struct kt_run *r, long *p)
+{
+	return r->optimistic ? __atomic_load_n(p, __ATOMIC_RELAXED) : *p;
+}
+
+static void plain_set(const struct kt_run *r, long *p, long v)
+{
+	if (r->optimistic)
+		__atomic_store_n(p, v, __ATOMIC_RELAXED);
+	else
+		*p = v;
+}
 
 int64_t kt_now_ns(void)
 {
@@ -200,9 +226,8 @@ static void think(struct kt_run *r, struct kt_slot *s)
 
 /* ---- the checked critical sections ---------------------------------------------------- */
 
-static void write_section(struct kt_run *r, struct kt_slot *s)
+static void write_section(struct kt_run *r, struct kt_slot *s, struct kt_shared *sh)
 {
-	struct kt_shared *sh = r->sh;
 	int w = atomic_fetch_add_explicit(&sh->writers_in, 1, memory_order_relaxed);
 	int rd = atomic_load_explicit(&sh->readers_in, memory_order_relaxed);
 	long c, seq;
@@ -215,12 +240,13 @@ static void write_section(struct kt_run *r, struct kt_slot *s)
 	c = atomic_load_explicit(&sh->ck, memory_order_relaxed);
 	if (c != CK_BUMPS)
 		kt_violation(r, s, "CK counter is %ld after %d bumps from 0", c, CK_BUMPS);
-	seq = ++sh->plain_seq;
-	sh->plain_copy = seq;
+	seq = plain_get(r, &sh->plain_seq) + 1;
+	plain_set(r, &sh->plain_seq, seq);
+	plain_set(r, &sh->plain_copy, seq);
 	hold(r, s);
-	if (sh->plain_seq != seq || sh->plain_copy != seq)
+	if (plain_get(r, &sh->plain_seq) != seq || plain_get(r, &sh->plain_copy) != seq)
 		kt_violation(r, s, "protected data changed under the writer (%ld/%ld, wrote %ld)",
-			     sh->plain_seq, sh->plain_copy, seq);
+			     plain_get(r, &sh->plain_seq), plain_get(r, &sh->plain_copy), seq);
 	c = atomic_fetch_sub_explicit(&sh->ck, CK_BUMPS, memory_order_relaxed);
 	if (c != CK_BUMPS)
 		kt_violation(r, s, "CK counter is %ld at the end of the section", c);
@@ -242,8 +268,8 @@ static void read_section(struct kt_run *r, struct kt_slot *s)
 	c = atomic_load_explicit(&sh->ck, memory_order_relaxed);
 	if (c != 0)
 		kt_violation(r, s, "reader saw the CK counter at %ld (a writer is inside)", c);
-	copy = sh->plain_copy;
-	seq = sh->plain_seq;
+	copy = plain_get(r, &sh->plain_copy);
+	seq = plain_get(r, &sh->plain_seq);
 	if (copy != seq)
 		kt_violation(r, s, "reader saw torn protected data (%ld/%ld)", seq, copy);
 	if ((r->cfg->perturb & KT_P_SHUFFLE) && one_in(s, MIGRATE_ODDS))
@@ -253,6 +279,40 @@ static void read_section(struct kt_run *r, struct kt_slot *s)
 	if (w != 0)
 		kt_violation(r, s, "a writer entered while a reader was inside (%d)", w);
 	atomic_fetch_sub_explicit(&sh->readers_in, 1, memory_order_relaxed);
+}
+
+/* What an optimistic reader saw; judged only if no writer intervened. */
+struct kt_seen {
+	int writers, writers_after;
+	long ck, seq, copy;
+};
+
+static struct kt_seen optimistic_look(struct kt_run *r, struct kt_slot *s)
+{
+	struct kt_shared *sh = r->sh;
+	struct kt_seen v;
+
+	v.writers = atomic_load_explicit(&sh->writers_in, memory_order_relaxed);
+	v.ck = atomic_load_explicit(&sh->ck, memory_order_relaxed);
+	v.copy = plain_get(r, &sh->plain_copy);
+	v.seq = plain_get(r, &sh->plain_seq);
+	if ((r->cfg->perturb & KT_P_SHUFFLE) && one_in(s, MIGRATE_ODDS))
+		kt_migrate_self(r, s);
+	hold(r, s);
+	v.writers_after = atomic_load_explicit(&sh->writers_in, memory_order_relaxed);
+	return v;
+}
+
+static void optimistic_judge(struct kt_run *r, struct kt_slot *s, const struct kt_seen *v)
+{
+	if (v->writers != 0 || v->writers_after != 0)
+		kt_violation(r, s, "read_retry passed a section that overlapped a writer (%d/%d)",
+			     v->writers, v->writers_after);
+	if (v->ck != 0)
+		kt_violation(r, s, "read_retry passed a section that saw the CK counter at %ld",
+			     v->ck);
+	if (v->copy != v->seq)
+		kt_violation(r, s, "read_retry passed a torn snapshot (%ld/%ld)", v->seq, v->copy);
 }
 
 /* ---- acquiring: blocking, try, timed ---------------------------------------------------- */
@@ -310,11 +370,11 @@ static void side_of(const struct lockops *o, enum kt_role role, struct kt_side *
 {
 	if (role == KT_READER) {
 		*d = (struct kt_side){ o->read_lock, o->read_unlock, o->read_trylock,
-				       o->read_timedlock, "read_lock", "read_unlock",
-				       "read_trylock", "read_timedlock" };
+				       o->read_timedlock, o->read_retry, "read_lock",
+				       "read_unlock", "read_trylock", "read_timedlock" };
 	} else {
 		*d = (struct kt_side){ o->write_lock, o->write_unlock, o->write_trylock,
-				       o->write_timedlock, "write_lock", "write_unlock",
+				       o->write_timedlock, NULL, "write_lock", "write_unlock",
 				       "write_trylock", "write_timedlock" };
 	}
 }
@@ -329,13 +389,66 @@ static void injected_hang(struct kt_run *r, struct kt_slot *s)
 		kt_sleep_ns(KT_NSEC_PER_SEC);
 }
 
+/* A seqlock-style read (lockops.h): do { read_lock; look } while (read_retry);
+ * read_unlock - and only the look that read_retry accepted is judged. */
+static void optimistic_op(struct kt_run *r, struct kt_slot *s, const struct kt_side *d)
+{
+	struct kt_seen v;
+
+	for (;;) {
+		acquire(r, s, d);
+		kt_slot_set(s, KT_S_IN_CS, NULL);
+		v = optimistic_look(r, s);
+		if (!d->retry(r->lock, s->ts))
+			break;
+		s->retries++;
+	}
+	kt_slot_set(s, KT_S_UNLOCKING, d->n_unlock);
+	d->unlock(r->lock, s->ts);
+	kt_restore_affinity(r);
+	optimistic_judge(r, s, &v);
+	atomic_fetch_add_explicit(&s->acq, 1, memory_order_relaxed);
+}
+
+#ifdef LOCKOPS_KEYED
+/* (The #ifdef goes once klbench's keyed-lock contract - LOCKOPS_KEYED, key_lock - is on
+ * main; until then no adapter can be keyed.) */
+/* A writer section under key_lock, on that key's own checked state. */
+static void keyed_op(struct kt_run *r, struct kt_slot *s)
+{
+	struct kt_shared *sh = &r->keys[kt_rand(s) % KT_NKEYS];
+
+	kt_slot_set(s, KT_S_LOCKING, "key_lock");
+	r->ops->key_lock(r->lock, s->ts, sh);
+	kt_slot_set(s, KT_S_IN_CS, NULL);
+	atomic_fetch_add_explicit(&s->acq, 1, memory_order_relaxed);
+	s->keyed++;
+	write_section(r, s, sh);
+	kt_slot_set(s, KT_S_UNLOCKING, "key_unlock");
+	r->ops->key_unlock(r->lock, s->ts, sh);
+}
+#else
+static void keyed_op(struct kt_run *r, struct kt_slot *s)
+{
+	(void)r, (void)s;
+}
+#endif
+
 static void one_op(struct kt_run *r, struct kt_slot *s, const struct kt_side *d)
 {
+	if (r->optimistic && s->role == KT_READER) {
+		optimistic_op(r, s, d);
+		return;
+	}
+	if (r->keys != NULL && s->role == KT_WRITER && one_in(s, KEYED_ODDS)) {
+		keyed_op(r, s);
+		return;
+	}
 	acquire(r, s, d);
 	kt_slot_set(s, KT_S_IN_CS, NULL);
 	atomic_fetch_add_explicit(&s->acq, 1, memory_order_relaxed);
 	if (s->role == KT_WRITER)
-		write_section(r, s);
+		write_section(r, s, r->sh);
 	else
 		read_section(r, s);
 	injected_hang(r, s);

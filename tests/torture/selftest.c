@@ -7,6 +7,8 @@
  *   2. a good lock with an injected hang (a writer never unlocks) -> the watchdog reports
  *      each thread's state and fails the run, exit 1, long before any CI timeout
  *   3. the same good lock without the hang -> SUCCESS, exit 0 (the control)
+ *   4. kltorture's reference seqlock and keyed lock (testlocks.c) -> SUCCESS: the
+ *      optimistic-reader and by-key paths do not cry wolf (their busted twins are in 1)
  */
 #include <errno.h>
 #include <poll.h>
@@ -173,15 +175,35 @@ static bool case_control(const char *self)
 	return ok;
 }
 
+/* The optimistic-reader and keyed paths pass correct reference locks (testlocks.c). */
+static bool case_reference(const char *self)
+{
+#ifdef LOCKOPS_KEYED
+	char *args[] = { (char *)self, "test_seqlock", "test_keyed", "--secs", "1", NULL };
+	int n = 2;
+#else
+	char *args[] = { (char *)self, "test_seqlock", "--secs", "1", NULL };
+	int n = 1;
+#endif
+	struct child c = run_child(self, args);
+	bool ok = expect(c.status == 0 && count_of(c.out, "End of test: SUCCESS") == n &&
+			 strstr(c.out, "!!!") == NULL,
+			 "correct seqlock and keyed reference locks pass", &c);
+
+	free(c.out);
+	return ok;
+}
+
 int kt_selftest(const char *self)
 {
 	int failed = 0;
 
 	(void)self;
-	printf("1..3\n");
+	printf("1..4\n");
 	failed += !case_busted("/proc/self/exe");
 	failed += !case_hang("/proc/self/exe");
 	failed += !case_control("/proc/self/exe");
-	printf("kltorture self-test: %d of 3 failed\n", failed);
+	failed += !case_reference("/proc/self/exe");
+	printf("kltorture self-test: %d of 4 failed\n", failed);
 	return failed == 0 ? 0 : 1;
 }

@@ -33,6 +33,10 @@
 #define KT_NSEC_PER_MSEC 1000000ll
 #define KT_NSEC_PER_USEC 1000ll
 
+/* Keys a keyed lock (LOCKOPS_KEYED) is tortured with: more than one stripe, few enough
+ * that two threads often want the same one. */
+#define KT_NKEYS 16
+
 /* Perturbations (bits of kt_config.perturb). */
 enum {
 	KT_P_DELAYS = 1u << 0,    /* random hold and think times (busy and sleeping) */
@@ -87,6 +91,8 @@ struct kt_slot {
 	long try_attempts, try_fails;   /* trylock calls, and those that failed */
 	long timed_attempts, timeouts;  /* timed calls, and those that timed out */
 	long long_holds, migrations;    /* rare long holds; affinity moves inside a section */
+	long retries;                   /* optimistic read sections a writer spoiled (seqlock) */
+	long keyed;                     /* acquisitions by key (keyed locks: kl_hashlock) */
 	uint64_t rng;                   /* xorshift state */
 	/* -- set by the driver */
 	struct kt_run *run;
@@ -114,6 +120,8 @@ struct kt_run {
 	const struct kt_config *cfg;
 	void *lock;
 	struct kt_shared *sh;
+	struct kt_shared *keys;     /* keyed locks: one checked state per key (KT_NKEYS) */
+	bool optimistic;            /* readers may overlap writers and retry (read_retry) */
 	struct kt_slot *slots;      /* writers first, then readers */
 	unsigned nslots, nwriters, nreaders;
 	_Atomic bool stop;
