@@ -17,6 +17,7 @@
 #include "hooks.h"
 #include "lockstat_impl.h"
 #include "witness_impl.h"
+#include "thread.h"
 
 #if KLOCK_TSAN
 #include <sanitizer/tsan_interface.h>
@@ -62,6 +63,11 @@ void kli_instr_acquire(const void *lock, enum kli_kind kind, unsigned flags, con
 {
 	(void)kind, (void)site;
 #if KLOCK_TSAN
+	/* Between pre_lock and post_lock TSan ignores synchronisation. A thread's first lock
+	 * call attaches its thread record - possibly one recycled from an exited thread,
+	 * handed over under the registry's wordlock - so attach it here, outside the
+	 * window, or TSan loses that hand-over and reports the record's reuse as a race. */
+	(void)kli_self();
 	__tsan_mutex_pre_lock((void *)lock, tsan_op_flags(flags & ~KLI_HF_FAILED));
 #endif
 #if KLOCK_WITNESS
