@@ -32,7 +32,12 @@
  *
  * LIFETIME events - always compiled: kli_hook_created(lock, kind, flags) in init (and on
  * first use of a statically initialised lock, where the primitive can tell), and
- * kli_hook_destroyed(lock, kind) in destroy (also forgets the lock's name).
+ * kli_hook_destroyed(lock, kind) in destroy (also forgets the lock's name). A lock built
+ * from member locks (kl_hashlock's stripes, each a kl_mutex or kl_ticket that reports its
+ * own events) announces the members' address range with kli_hook_group(&node) after
+ * creating them and kli_hook_ungroup(&node) before destroying them (names_impl.h): reports
+ * then name a member as "stripe i of <the table>", and lockstat folds the members' rows
+ * into the owner's. The members' events are the only events: nothing is counted twice.
  *
  * `site` is the caller of the public API function: pass KLI_SITE() (the return address)
  * from the exported function (the fast path) down to the slow path. It keys lockstat's
@@ -142,6 +147,17 @@ static inline void kli_hook_created(const void *lock, enum kli_kind kind, unsign
 static inline void kli_hook_destroyed(const void *lock, enum kli_kind kind)
 {
 	kli_instr_destroyed(lock, kind);
+}
+
+/* @g (owner, kind, member range, member noun filled in; storage owned by the lock) */
+static inline void kli_hook_group(struct kli_lock_group *g)
+{
+	kli_lock_group_add(g);
+}
+
+static inline void kli_hook_ungroup(struct kli_lock_group *g)
+{
+	kli_lock_group_remove(g);
 }
 
 /* ---- slow-path episodes -------------------------------------------------------------- */

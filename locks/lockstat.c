@@ -50,6 +50,12 @@
  * record a counted drop instead of a torn update, and a table being allocated is marked
  * by the LS_ALLOCATING pointer.
  *
+ * LOCK GROUPS. A lock made of member locks (kl_hashlock's stripes) registers them as a
+ * group (hooks.h). Members record their own episodes like any lock; a snapshot then folds
+ * every member's rows into rows of the owner, in the owner's kind (ls_fold_groups), so a
+ * table reports as one lock in a "hashlock" section. Nothing on the recording side looks
+ * groups up.
+ *
  * THE CPU-TIME FIGURE. wait_pct = 100 * sum(wait) / (elapsed * threads), where threads is
  * the most threads the process had at once while recording (Linux: num_threads from
  * /proc/self/stat; elsewhere the live registry records), sampled at start, at stop, at
@@ -728,6 +734,42 @@ static int ls_collect(struct kl_lockstat_snapshot *s, struct kli_ls_map *m)
 	return err;
 }
 
+/*
+ * Rows of a lock group's members (kl_hashlock's stripes: each a kl_mutex or kl_ticket that
+ * recorded its own episodes) become rows of the owner, in the owner's kind, merged per
+ * (owner, site, side): one hashlock row per table and caller, not one mutex row per
+ * stripe. At snapshot time only, so recording never looks a group up. Groups destroyed
+ * before the snapshot are not folded (their stripes print as mutexes, by address).
+ */
+static int ls_fold_groups(struct kli_ls_map *m)
+{
+	struct kli_ls_map folded = { 0 };
+	struct kli_lock_member mb;
+	int err = 0;
+
+	if (kli_lock_group_count() == 0)
+		return 0;
+	for (size_t i = 0; i < m->cap && err == 0; i++) {
+		struct kli_ls_row r = m->rows[i];
+
+		if (r.lock == NULL)
+			continue;
+		if (kli_lock_group_find(r.lock, &mb)) {
+			r.lock = mb.owner;
+			r.kf = kli_ls_kf((enum kli_kind)mb.kind,
+					 (r.kf & KLI_LS_KF_READ) ? KLI_HF_READ : 0);
+		}
+		err = ls_map_add(&folded, &r);
+	}
+	if (err != 0) {
+		ls_map_free(&folded);
+		return err;
+	}
+	ls_map_free(m);
+	*m = folded;
+	return 0;
+}
+
 /* Fills the public rows and the totals of @s from @m. */
 static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
 {
@@ -770,6 +812,8 @@ int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
 
 	memset(s, 0, sizeof(*s));
 	err = ls_collect(s, &m);
+	if (err == 0)
+		err = ls_fold_groups(&m);
 	if (err == 0)
 		err = ls_fill(s, &m);
 	ls_map_free(&m);

@@ -636,3 +636,60 @@ void kli_mutex_unlock_at(struct kl_mutex *m, const void *site)
 	else
 		mtx_unlock_slow(m, self, site);
 }
+
+/* ---- for kl_hashlock --------------------------------------------------------------------- */
+
+/*
+ * kl_mutex_lock() on behalf of an exported caller at @site (kl_hashlock's stripes): the
+ * same leaf fast path - one CAS (M1), or a barge past a polling spinner - and the same
+ * tail call; misuse is reported naming @site. (kli_mutex_lock_at() would do, but its
+ * shared mtx_lock() body computes flags and keeps an abstime for the slow path: three more
+ * instructions on the uncontended path when lockstat is compiled in, and no barging.)
+ */
+void kli_mutex_lock_from(struct kl_mutex *m, const void *site)
+{
+	struct kli_thread *self = kli_tls_self;
+	uintptr_t v = 0;
+
+	kli_hook_acquire(m, MTX_KIND, 0, site);
+	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
+	if (kl_likely(self != NULL) &&
+	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+							       memory_order_acquire,
+							       memory_order_relaxed)) ||
+	     mtx_barge(m, self, v))) {
+		kli_hook_acquired(m, MTX_KIND, 0, site);
+		return;
+	}
+	mtx_lock_contended(m, self, site);
+}
+
+/*
+ * kl_mutex_trylock() with the hooks and reports naming @site (the caller of kl_hashlock's
+ * trylock). A copy rather than a shared inline body: with one, gcc 12 lays out
+ * kl_mutex_trylock()'s success path with three more instructions.
+ */
+bool kli_mutex_trylock_at(struct kl_mutex *m, const void *site)
+{
+	struct kli_thread *self = kli_self();
+	uintptr_t v = 0;
+	bool ok;
+
+	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, site);
+	/* M1: acquire, pairs with M2. */
+	ok = atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+						     memory_order_acquire, memory_order_relaxed);
+	while (!ok && kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
+		ok = mtx_take(m, &v, self, false); /* free but flagged: trylock may barge */
+		if (ok && (v & KLI_MTX_SPINNER)) /* mtx_count_pass(), spelt out: a second
+						  * caller would make gcc outline it */
+			atomic_store_explicit(&m->passes,
+					      atomic_load_explicit(&m->passes,
+								   memory_order_relaxed) + 1,
+					      memory_order_relaxed);
+	}
+	if (KLOCK_DEBUG_LOCKS && !ok && (v & KLI_MTX_DESTROYED))
+		mtx_report(m, "use after destroy", site);
+	kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), site);
+	return ok;
+}

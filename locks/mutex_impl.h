@@ -38,5 +38,9 @@ static inline const void *kli_mtx_key(const struct kl_mutex *m)
  * kli_mutex_lock_at() returns 0, ETIMEDOUT, EINVAL (destroyed) or EDEADLK. */
 int kli_mutex_lock_at(struct kl_mutex *m, const struct timespec *abstime, const void *site);
 void kli_mutex_unlock_at(struct kl_mutex *m, const void *site);
+/* kl_mutex_lock() / kl_mutex_trylock() on behalf of an exported caller (kl_hashlock's
+ * stripes): the same fast paths; hooks and reports name @site. */
+void kli_mutex_lock_from(struct kl_mutex *m, const void *site);
+bool kli_mutex_trylock_at(struct kl_mutex *m, const void *site);
 
 #endif /* KL_MUTEX_IMPL_H */

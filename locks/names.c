@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/names.c - the lock-name side table: address -> copied string.
+ * locks/names.c - the lock-name side table (address -> copied string) and the lock-group
+ * registry (member address range -> owner lock, names_impl.h).
  *
- * Hashed chains under one wordlock. Names are looked up only when something is reported
- * or printed, so a single lock is plenty; set/forget happen at init/destroy time.
+ * Hashed chains under one wordlock for names; an unordered list for groups (few, and
+ * looked up only when something is reported). Names and groups are looked up only when
+ * something is reported or printed, so a single lock is plenty; set/forget and group
+ * add/remove happen at init/destroy time.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <klock/names.h>
 #include "kl_internal.h"
+#include "hooks.h"
 #include "names_impl.h"
 #include "wordlock.h"
 
@@ -27,6 +31,9 @@ struct name_entry {
 static struct name_entry *name_table[NAME_BUCKETS];
 static _Atomic unsigned long name_count;
 static struct kli_wordlock name_lock = KLI_WORDLOCK_INIT;
+/* Registered lock groups (under name_lock) and how many. */
+static struct kli_lock_group *group_list;
+static _Atomic unsigned long group_count;
 
 static unsigned name_bucket(const void *lock)
 {
@@ -113,7 +120,67 @@ void kli_lock_forget(const void *lock)
 	free(e);
 }
 
-void kli_lock_describe(const void *lock, const char *kind, char *buf, size_t len)
+/* ---- lock groups ---------------------------------------------------------------------- */
+
+void kli_lock_group_add(struct kli_lock_group *g)
+{
+	kli_wordlock_lock(&name_lock);
+	g->next = group_list;
+	group_list = g;
+	atomic_fetch_add_explicit(&group_count, 1, memory_order_relaxed);
+	kli_wordlock_unlock(&name_lock);
+}
+
+void kli_lock_group_remove(struct kli_lock_group *g)
+{
+	kli_wordlock_lock(&name_lock);
+	for (struct kli_lock_group **pp = &group_list; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == g) {
+			*pp = g->next;
+			atomic_fetch_sub_explicit(&group_count, 1, memory_order_relaxed);
+			break;
+		}
+	}
+	kli_wordlock_unlock(&name_lock);
+}
+
+unsigned long kli_lock_group_count(void)
+{
+	return atomic_load_explicit(&group_count, memory_order_relaxed);
+}
+
+/* The member index of @addr in @g, or -1. */
+static long group_member(const struct kli_lock_group *g, const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr, b = (uintptr_t)g->base;
+
+	if (a < b || g->stride == 0 || (a - b) % g->stride != 0 || (a - b) / g->stride >= g->count)
+		return -1;
+	return (long)((a - b) / g->stride);
+}
+
+bool kli_lock_group_find(const void *addr, struct kli_lock_member *m)
+{
+	bool found = false;
+
+	if (kli_lock_group_count() == 0)
+		return false;
+	kli_wordlock_lock(&name_lock);
+	for (const struct kli_lock_group *g = group_list; g != NULL && !found; g = g->next) {
+		long i = group_member(g, addr);
+
+		if (i >= 0) {
+			*m = (struct kli_lock_member){ .owner = g->owner, .kind = g->kind,
+						       .index = (size_t)i, .member = g->member };
+			found = true;
+		}
+	}
+	kli_wordlock_unlock(&name_lock);
+	return found;
+}
+
+/* The member's own part: "<kind> \"<name>\" (<addr>)" or "<kind> <addr>". */
+static void describe_one(const void *lock, const char *kind, char *buf, size_t len)
 {
 	char name[96];
 
@@ -121,4 +188,19 @@ void kli_lock_describe(const void *lock, const char *kind, char *buf, size_t len
 		snprintf(buf, len, "%s \"%s\" (%p)", kind, name, lock);
 	else
 		snprintf(buf, len, "%s %p", kind, lock);
+}
+
+void kli_lock_describe(const void *lock, const char *kind, char *buf, size_t len)
+{
+	struct kli_lock_member m;
+	char whole[128], own[128];
+
+	if (!kli_lock_group_find(lock, &m)) {
+		describe_one(lock, kind, buf, len);
+		return;
+	}
+	/* A member: say which one, of what: mutex 0x.. (stripe 3 of hashlock "t" (0x..)). */
+	describe_one(m.owner, kli_kind_name((enum kli_kind)m.kind), whole, sizeof(whole));
+	describe_one(lock, kind, own, sizeof(own));
+	snprintf(buf, len, "%s (%s %zu of %s)", own, m.member, m.index, whole);
 }

@@ -44,7 +44,7 @@
  * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
  * waking a sleeper costs a system call in the unlock that makes it next.
  */
-#include <klock/ticket.h>
+#include "ticket_impl.h"
 #include "fence_impl.h"
 #include "hooks.h"
 #include "lockdebug.h"
@@ -163,12 +163,14 @@ void kl_ticket_lock(struct kl_ticket *t)
 	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
 }
 
-bool kl_ticket_trylock(struct kl_ticket *t)
+/* The trylock, its hooks and reports naming @site (kl_ticket_trylock's caller, or the
+ * caller of a lock built on kl_ticket: kli_ticket_trylock_at). */
+static KL_ALWAYS_INLINE bool ticket_trylock(struct kl_ticket *t, const void *site)
 {
 	uint32_t owner;
 	bool ok;
 
-	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY, KLI_SITE());
+	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY, site);
 	owner = atomic_load_explicit(&t->owner, memory_order_acquire); /* T2: pairs with T3 */
 	ok = atomic_compare_exchange_strong_explicit(&t->next, &owner, owner + 1,
 						     memory_order_relaxed, memory_order_relaxed);
@@ -176,20 +178,21 @@ bool kl_ticket_trylock(struct kl_ticket *t)
 	if (ok)
 		kli_dbg_locked(&t->holder);
 	else if (atomic_load_explicit(&t->holder, memory_order_relaxed) == KLI_DBG_POISON)
-		kli_dbg_report("use after destroy", t, TICKET_KIND, KLI_SITE());
+		kli_dbg_report("use after destroy", t, TICKET_KIND, site);
 #endif
 	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN | KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED),
-			  KLI_SITE());
+			  site);
 	return ok;
 }
 
-void kl_ticket_unlock(struct kl_ticket *t)
+/* The unlock, naming @site (as ticket_trylock). */
+static KL_ALWAYS_INLINE void ticket_unlock(struct kl_ticket *t, const void *site)
 {
 	uint32_t owner;
 
-	kli_hook_release(t, TICKET_KIND, KLI_HF_SPIN, KLI_SITE());
+	kli_hook_release(t, TICKET_KIND, KLI_HF_SPIN, site);
 #if KLOCK_DEBUG_LOCKS
-	if (!kli_dbg_unlock_ok(&t->holder, t, TICKET_KIND, KLI_SITE()))
+	if (!kli_dbg_unlock_ok(&t->holder, t, TICKET_KIND, site))
 		return;
 #endif
 	owner = atomic_load_explicit(&t->owner, memory_order_relaxed) + 1; /* only we write it */
@@ -200,8 +203,55 @@ void kl_ticket_unlock(struct kl_ticket *t)
 	kli_hook_released(t, TICKET_KIND, KLI_HF_SPIN);
 }
 
+bool kl_ticket_trylock(struct kl_ticket *t)
+{
+	return ticket_trylock(t, KLI_SITE());
+}
+
+void kl_ticket_unlock(struct kl_ticket *t)
+{
+	ticket_unlock(t, KLI_SITE());
+}
+
 bool kl_ticket_is_locked(const struct kl_ticket *t)
 {
 	return atomic_load_explicit(&t->owner, memory_order_relaxed) !=
 	       atomic_load_explicit(&t->next, memory_order_relaxed);
+}
+
+/* ---- on behalf of a lock built on kl_ticket (kl_hashlock's ticket stripes) ------------ */
+
+/*
+ * kl_ticket_lock() with the hooks, reports and lockstat rows naming @site. A copy of
+ * kl_ticket_lock() rather than a shared inline body: passing KLI_SITE() into one as a
+ * parameter makes the compiler load the return address before the fetch-add, one more
+ * instruction on kl_ticket_lock()'s uncontended path (hooks.h, KLI_SITE()).
+ */
+void kli_ticket_lock_at(struct kl_ticket *t, const void *site)
+{
+	uint32_t my, owner;
+
+	kli_hook_acquire(t, TICKET_KIND, KLI_HF_SPIN, site);
+#if KLOCK_DEBUG_LOCKS
+	if (!kli_dbg_lock_ok(&t->holder, t, TICKET_KIND, site))
+		return;
+#endif
+	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
+	owner = atomic_load_explicit(&t->owner, memory_order_acquire);   /* T2: pairs with T3 */
+	if (kl_unlikely(owner != my))
+		ticket_wait(t, my, site);
+#if KLOCK_DEBUG_LOCKS
+	kli_dbg_locked(&t->holder);
+#endif
+	kli_hook_acquired(t, TICKET_KIND, KLI_HF_SPIN, site);
+}
+
+bool kli_ticket_trylock_at(struct kl_ticket *t, const void *site)
+{
+	return ticket_trylock(t, site);
+}
+
+void kli_ticket_unlock_at(struct kl_ticket *t, const void *site)
+{
+	ticket_unlock(t, site);
 }

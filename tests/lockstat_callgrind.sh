@@ -8,9 +8,10 @@
 # hold-time build (-Dlockstat_hold=true), which instruments fast paths on purpose, is
 # shown for comparison and not held to that rule.
 #
-# usage: tests/lockstat_callgrind.sh [ADAPTER[:read] ...]
-#   ADAPTER: a klock adapter of bench/lockops (kl_mutex, kl_rwlock:read, ...) or the
-#   test-only "seamlock"; default: every adapter the driver lists.
+# usage: tests/lockstat_callgrind.sh [ADAPTER[:VARIANT] ...]
+#   ADAPTER: a klock adapter of bench/lockops (kl_mutex, kl_rwlock, ...) or the test-only
+#   "seamlock"; VARIANT: read (the shared side), try, timed, read-try, read-timed (those
+#   entry points, uncontended); default: every adapter the driver lists, plain lock.
 # env:   KLOCK_CG_DIR (build directory prefix, default build-cg), N1, N2 (pair counts).
 #
 # How: three release builds of tests/lockstat-fastpath; each count is callgrind's

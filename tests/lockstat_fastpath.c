@@ -4,13 +4,16 @@
  * callgrind proof (tests/lockstat_callgrind.sh) and the "enabled <= 1.3x disabled" floor.
  *
  *   lockstat-fastpath list                     adapters it can drive
- *   lockstat-fastpath ADAPTER[:read] N cg on|off
+ *   lockstat-fastpath ADAPTER[:VARIANT] N cg on|off
  *       warm up, then N lock+unlock pairs inside fastpath_loop() (callgrind counts only
  *       that function: --toggle-collect=fastpath_loop), lockstat recording (on) or not
- *   lockstat-fastpath ADAPTER[:read] N time
+ *   lockstat-fastpath ADAPTER[:VARIANT] N time
  *       median ns per pair over ROUNDS interleaved runs, lockstat off vs on, and the ratio
  *   lockstat-fastpath - N record
  *       ns per slow-path episode bracket (kli_wait_begin/spin/end), off vs on recording
+ *
+ * VARIANT: read (the shared side), try, timed (the try / timed entry points, uncontended:
+ * they always succeed), read-try, read-timed; none: the write side's plain lock.
  *
  * Adapters: the klock locks registered in bench/lockops (linked against the static
  * library here) and "seamlock", the test-only lock of tests/seamlock.h that calls the
@@ -99,18 +102,71 @@ static __attribute__((noinline)) void warm_loop(const struct target *t, long n)
 	}
 }
 
+/* The try and timed variants as lock functions (the side and the entry point are the
+ * open target's; a try that fails, or a timed lock that does not return 0, is an error:
+ * the loop measures uncontended acquisitions only). */
+static const struct lockops *cur_ops;
+static struct timespec far_deadline;
+static bool variant_failed;
+
+static void write_try(void *l, void *ts)
+{
+	variant_failed |= !cur_ops->write_trylock(l, ts);
+}
+
+static void read_try(void *l, void *ts)
+{
+	variant_failed |= !cur_ops->read_trylock(l, ts);
+}
+
+static void write_timed(void *l, void *ts)
+{
+	variant_failed |= cur_ops->write_timedlock(l, ts, &far_deadline) != 0;
+}
+
+static void read_timed(void *l, void *ts)
+{
+	variant_failed |= cur_ops->read_timedlock(l, ts, &far_deadline) != 0;
+}
+
+/* ADAPTER[:read|:try|:timed|:read-try|:read-timed]: which side and which entry point. */
+static int target_variant(struct target *t, const char *v)
+{
+	const struct lockops *o = t->ops;
+	bool read = strncmp(v, "read", 4) == 0;
+	const char *how = read ? v + 4 : v;
+
+	if (*how == '-')
+		how++;
+	if (read && o->read_lock == NULL)
+		return -1;
+	t->unlock_fn = read ? o->read_unlock : o->write_unlock;
+	if (*how == '\0')
+		t->lock_fn = read ? o->read_lock : o->write_lock;
+	else if (strcmp(how, "try") == 0 && (read ? o->read_trylock : o->write_trylock) != NULL)
+		t->lock_fn = read ? read_try : write_try;
+	else if (strcmp(how, "timed") == 0 &&
+		 (read ? o->read_timedlock : o->write_timedlock) != NULL)
+		t->lock_fn = read ? read_timed : write_timed;
+	else
+		return -1;
+	return 0;
+}
+
 static int target_open(struct target *t, const char *spec)
 {
 	char name[64];
 	const char *colon = strchr(spec, ':');
-	bool read = colon != NULL && strcmp(colon + 1, "read") == 0;
 
 	snprintf(name, sizeof(name), "%.*s", colon != NULL ? (int)(colon - spec) : 63, spec);
 	t->ops = lockops_find(name);
-	if (t->ops == NULL || (read && t->ops->read_lock == NULL)) {
+	if (t->ops == NULL || target_variant(t, colon != NULL ? colon + 1 : "") != 0) {
 		fprintf(stderr, "lockstat-fastpath: no adapter '%s' (see `list`)\n", spec);
 		return -1;
 	}
+	cur_ops = t->ops;
+	clock_gettime(CLOCK_MONOTONIC, &far_deadline);
+	far_deadline.tv_sec += 3600;
 	t->lock = aligned_alloc(LOCKOPS_ALIGN, (t->ops->size + LOCKOPS_ALIGN - 1) /
 						       LOCKOPS_ALIGN * LOCKOPS_ALIGN);
 	t->ts = t->ops->tsize != 0 ? calloc(1, t->ops->tsize) : NULL;
@@ -118,8 +174,6 @@ static int target_open(struct target *t, const char *spec)
 		return -1;
 	if (t->ops->thread_enter != NULL)
 		t->ops->thread_enter(t->lock);
-	t->lock_fn = read ? t->ops->read_lock : t->ops->write_lock;
-	t->unlock_fn = read ? t->ops->read_unlock : t->ops->write_unlock;
 	return 0;
 }
 
@@ -225,8 +279,9 @@ static void *idle_thread(void *arg)
 
 static int usage(void)
 {
-	fputs("usage: lockstat-fastpath list | ADAPTER[:read] N cg on|off | ADAPTER[:read] N time"
-	      " | - N record\n", stderr);
+	fputs("usage: lockstat-fastpath list | ADAPTER[:VARIANT] N cg on|off | "
+	      "ADAPTER[:VARIANT] N time | - N record\n"
+	      "  VARIANT: read, try, timed, read-try, read-timed\n", stderr);
 	return 2;
 }
 
@@ -259,5 +314,9 @@ int main(int argc, char **argv)
 		fputs("lockstat-fastpath: lockstat cannot start in this build\n", stderr);
 	fastpath_loop(&t, n);
 	kl_lockstat_stop();
+	if (variant_failed) {
+		fputs("lockstat-fastpath: an uncontended try/timed acquisition failed\n", stderr);
+		return 1;
+	}
 	return 0;
 }

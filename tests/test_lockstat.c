@@ -2,8 +2,8 @@
 /*
  * tests/test_lockstat.c - lockstat: counts from scripted episodes through the seam, the
  * report (text and JSON) naming call sites, start/stop/reset, per-thread data merged when
- * threads exit, drops when a table is full, a real thread holding a lock while another
- * waits, fork. In -Dlockstat=false builds: the API answers ENOTSUP and nothing records.
+ * threads exit, drops when a table is full, a real thread holding a lock (the test-only
+ * seamlock, and the real kl_mutex) while another waits, fork. In -Dlockstat=false builds: the API answers ENOTSUP and nothing records.
  *
  * Built with -rdynamic (tests/meson.build), so dladdr names this file's functions.
  */
@@ -14,6 +14,7 @@
 #include <klock/lockstat.h>
 #include <klock/names.h>
 #include "lockstat_impl.h"
+#include "mutex_impl.h"
 #include "seamlock.h"
 #include "thread.h"
 
@@ -522,6 +523,63 @@ static void test_lockstat_real_holder_and_waiter(void **state)
 	kl_lockstat_snapshot_free(&s);
 }
 
+/* The same with the real kl_mutex: the waiter spins, then parks (PARKED in the word); the
+ * holder keeps the lock 10 ms more. One contended acquisition, at least one sleep, a wait
+ * of about 10 ms (never less), in a "mutex" row naming the waiter's function. */
+static struct kl_mutex real_mutex = KL_MUTEX_INITIALIZER;
+
+static KL_NOINLINE void *real_mutex_waiter(void *arg)
+{
+	int64_t t0 = klt_now_ns();
+
+	(void)arg;
+	kl_mutex_lock(&real_mutex);
+	atomic_store(&waiter_took_ns, klt_now_ns() - t0);
+	kl_mutex_unlock(&real_mutex);
+	return NULL;
+}
+
+static void test_lockstat_real_kl_mutex_holder_and_waiter(void **state)
+{
+	struct kl_lockstat_snapshot s;
+	struct kl_lockstat_row t;
+	int64_t deadline;
+	pthread_t w;
+	char sym[256];
+
+	(void)state;
+	kl_mutex_lock(&real_mutex);
+	assert_int_equal(pthread_create(&w, NULL, real_mutex_waiter, NULL), 0);
+	/* Once the waiter has parked, its episode is under way: hold 10 ms more. */
+	deadline = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
+	while (!(atomic_load(&real_mutex.owner) & KLI_MTX_PARKED) && klt_now_ns() < deadline)
+		klt_sleep_ms(1);
+	assert_true(atomic_load(&real_mutex.owner) & KLI_MTX_PARKED);
+	klt_sleep_ms(SLEEP_MS);
+	kl_mutex_unlock(&real_mutex);
+	assert_int_equal(pthread_join(w, NULL), 0);
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	t = lock_total(&s, &real_mutex);
+	/* one row (the waiter's); hold-time builds also count the holder's acquisition */
+	assert_int_equal(rows_of(&s, &real_mutex), 1 + KLOCK_LOCKSTAT_HOLD);
+	assert_int_equal(t.contended, 1);
+	assert_true(t.sleep_count >= 1);
+	assert_true(t.wait_ns >= CALIB_LOW(SLEEP_MS * NS_PER_MS));         /* never early */
+	assert_true(CALIB_LOW(t.wait_ns) <= (uint64_t)atomic_load(&waiter_took_ns));
+	assert_true(t.wait_ns <= SLEEP_MS * NS_PER_MS + LATE_NS);           /* late, within */
+	for (size_t i = 0; i < s.nrows; i++) {
+		if (s.rows[i].lock != &real_mutex)
+			continue;
+		assert_string_equal(s.rows[i].kind, "mutex");
+		if (s.rows[i].contended == 0)
+			continue;   /* the holder's row (hold-time builds) */
+		kli_symbolize(s.rows[i].caller, sym, sizeof(sym));
+		if (strstr(sym, "real_mutex_waiter+0x") == NULL)
+			fail_msg("caller %s, not real_mutex_waiter", sym);
+	}
+	kl_lockstat_snapshot_free(&s);
+}
+
 /* lockstat's times are cycle-counter ticks converted with the substrate's calibration:
  * they must agree with CLOCK_MONOTONIC (under qemu an unbracketed calibration made them
  * up to 3x too long). */
@@ -782,6 +840,7 @@ int main(void)
 		T(test_lockstat_full_table_counts_drops),
 		T(test_lockstat_snapshots_during_recording_are_consistent),
 		T(test_lockstat_real_holder_and_waiter),
+		T(test_lockstat_real_kl_mutex_holder_and_waiter),
 		cmocka_unit_test(test_lockstat_tick_conversion_matches_the_clock),
 		T(test_lockstat_text_report_names_lock_and_call_site),
 		T(test_lockstat_json_report_parses_and_names_call_site),

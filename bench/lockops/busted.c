@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench/lockops/busted.c - a deliberately broken lock (locktorture's lock_busted): lock and
- * unlock do nothing, so critical sections overlap. Drivers must catch it: kltorture reports
- * FAILURE with `!!!`, klbench's counter check fails the run. Never a real choice.
+ * bench/lockops/busted.c - a lock that does not lock (Linux locktorture's lock_busted).
+ *
+ * Every call returns at once and excludes nobody. It exists to prove the drivers' checks
+ * work: klbench's counter verification and kltorture's in-section checks must report it
+ * as broken, and their tests fail if they do not. It is also the "empty call" baseline
+ * for latency measurements: the cost of reaching an adapter through the ops table.
+ * Drivers never pick it by default (LOCKOPS_BUSTED).
  */
 #include "lockops.h"
 
@@ -27,15 +31,22 @@ static void busted_unlock(void *l, void *ts)
 	(void)l, (void)ts;
 }
 
+static bool busted_trylock(void *l, void *ts)
+{
+	(void)l, (void)ts;
+	return true;
+}
+
 static const struct lockops busted_ops = {
 	.name = "busted",
 	.family = "test",
-	.summary = "broken on purpose: lock and unlock do nothing (drivers must catch it)",
+	.summary = "deliberately broken: lock and unlock do nothing (drivers must catch it)",
 	.flags = LOCKOPS_BUSTED,
-	.size = 1,
+	.size = sizeof(int),
 	.init = busted_init,
 	.destroy = busted_destroy,
 	.write_lock = busted_lock,
 	.write_unlock = busted_unlock,
+	.write_trylock = busted_trylock,
 };
 LOCKOPS_REGISTER(busted_ops)

@@ -10,10 +10,17 @@
  * adapters by name. Peers (pthread, ck, urcu) are compiled only where their library exists.
  *
  * Calling convention: the driver allocates `size` bytes for the lock (aligned to
- * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of per-acquisition state that is
- * passed to the lock call and to the matching unlock call (an MCS node, an rmlock
- * tracker, a pcpu_rwsem slot token). Exclusive-only locks leave the read_* members NULL:
- * drivers then use the write side for readers too.
+ * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of thread state, zero-filled,
+ * passed to every lock call and its matching unlock call. A driver allocates it once
+ * per (thread, lock) and keeps it valid and unmoved until that thread's thread_leave
+ * returns: an adapter may keep per-acquisition state there (an MCS node, an rmlock
+ * tracker, a pcpu_rwsem slot token) or a per-thread registration made on first use
+ * (ck_brlock's reader record, unregistered in thread_leave). Exclusive-only locks leave
+ * the read_* members NULL: drivers then use the write side for readers too.
+ *
+ * Keyed locks (LOCKOPS_KEYED: kl_hashlock) also lock by key: key_lock(lock, ts, key)
+ * takes whatever protects `key` (an address); write_lock/write_unlock take one fixed key,
+ * so every driver can still treat them as a plain exclusive lock.
  */
 #ifndef LOCKOPS_H
 #define LOCKOPS_H
@@ -36,6 +43,7 @@
 #define LOCKOPS_READ_RETRY (1u << 6)    /* optimistic readers (seqlock): readers do not
                                          * exclude writers, a read section may have to run
                                          * again - see read_retry */
+#define LOCKOPS_KEYED (1u << 7)         /* key_lock/key_unlock exist (hashed lock table) */
 
 struct lockops {
 	const char *name;      /* "kl_mutex", "pthread_mutex", "ck_brlock", ... */
@@ -48,7 +56,8 @@ struct lockops {
 	int (*init)(void *lock);                 /* 0 or an errno */
 	void (*destroy)(void *lock);
 	void (*thread_enter)(void *lock);        /* before a thread's first use (NULL ok) */
-	void (*thread_leave)(void *lock);        /* before the thread exits (NULL ok) */
+	void (*thread_leave)(void *lock);        /* after its last use, before its thread
+						  * state is freed (NULL ok) */
 
 	void (*write_lock)(void *lock, void *ts);
 	void (*write_unlock)(void *lock, void *ts);
@@ -73,6 +82,9 @@ struct lockops {
 	 * reports retries per read as the price.
 	 */
 	bool (*read_retry)(void *lock, void *ts);
+
+	void (*key_lock)(void *lock, void *ts, const void *key);        /* LOCKOPS_KEYED */
+	void (*key_unlock)(void *lock, void *ts, const void *key);
 };
 
 void lockops_register(const struct lockops *ops);

@@ -2,6 +2,7 @@
 /* bench/lockops/pthread.c - glibc's locks: the baselines (and torture's controls). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 
 #include <klock/config.h>
 
@@ -248,3 +249,92 @@ static const struct lockops pthread_spin_ops = {
 	.write_trylock = spin_trylock,
 };
 LOCKOPS_REGISTER(pthread_spin_ops)
+
+/*
+ * pthread_mutex_table: the hashed lock table a user would write with glibc - a fixed
+ * array of mutexes, one chosen by a Fibonacci hash of the key's cache line. The baseline
+ * for kl_hashlock (LOCKOPS_KEYED); write_lock/unlock take the stripe of key NULL.
+ */
+#define PT_TABLE_SHIFT 6                  /* 2^6 = 64 stripes */
+#define PT_TABLE_STRIPES (1u << PT_TABLE_SHIFT)
+#define PT_LINE_SHIFT 6                   /* keys in one 64-byte line share a stripe */
+#define PT_FIB 11400714819323198485ull    /* 2^64 / golden ratio */
+
+struct pt_table {
+	pthread_mutex_t m[PT_TABLE_STRIPES];
+};
+
+static pthread_mutex_t *pt_stripe(void *l, const void *key)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)key >> PT_LINE_SHIFT) * PT_FIB;
+
+	return &((struct pt_table *)l)->m[h >> (64 - PT_TABLE_SHIFT)];
+}
+
+static int table_init(void *l)
+{
+	struct pt_table *t = l;
+
+	for (unsigned i = 0; i < PT_TABLE_STRIPES; i++) {
+		int r = pthread_mutex_init(&t->m[i], NULL);
+
+		if (r != 0) {
+			while (i-- > 0)
+				pthread_mutex_destroy(&t->m[i]);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static void table_destroy(void *l)
+{
+	struct pt_table *t = l;
+
+	for (unsigned i = 0; i < PT_TABLE_STRIPES; i++)
+		pthread_mutex_destroy(&t->m[i]);
+}
+
+static void table_key_lock(void *l, void *ts, const void *key)
+{
+	(void)ts;
+	pthread_mutex_lock(pt_stripe(l, key));
+}
+
+static void table_key_unlock(void *l, void *ts, const void *key)
+{
+	(void)ts;
+	pthread_mutex_unlock(pt_stripe(l, key));
+}
+
+static void table_lock(void *l, void *ts)
+{
+	table_key_lock(l, ts, NULL);
+}
+
+static void table_unlock(void *l, void *ts)
+{
+	table_key_unlock(l, ts, NULL);
+}
+
+static bool table_trylock(void *l, void *ts)
+{
+	(void)ts;
+	return pthread_mutex_trylock(pt_stripe(l, NULL)) == 0;
+}
+
+static const struct lockops pthread_mutex_table_ops = {
+	.name = "pthread_mutex_table",
+	.family = "pthread",
+	.summary = "64 glibc mutexes hashed by key address: the lock table you would write",
+	.flags = LOCKOPS_KEYED,
+	.size = sizeof(struct pt_table),
+	.init = table_init,
+	.destroy = table_destroy,
+	.write_lock = table_lock,
+	.write_unlock = table_unlock,
+	.write_trylock = table_trylock,
+	.key_lock = table_key_lock,
+	.key_unlock = table_key_unlock,
+};
+LOCKOPS_REGISTER(pthread_mutex_table_ops)

@@ -21,6 +21,7 @@
 #include <klock/mutex.h>
 #include <klock/cond.h>
 #include <klock/rwlock.h>
+#include <klock/hashlock.h>
 
 KL_BEGIN_DECLS
 

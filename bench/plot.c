@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * bench/plot.c - SVG plots through gnuplot (when installed): throughput against the axis
+ * a sweep varied (threads, write %, stripes, critical-section length), one line per
+ * lock (and per other varied setting), and the acquisition-latency CDF of every
+ * configuration. The data travels inline (gnuplot 5 data blocks): no temporary files.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "klbench.h"
+
+/* Curves per latency plot, at most (more is unreadable). */
+#define KB_MAX_CURVES 16
+
+bool kb_have_gnuplot(void)
+{
+	const char *path = getenv("PATH");
+	char *copy, *save = NULL, buf[4096];
+	bool found = false;
+
+	if (path == NULL)
+		return false;
+	copy = strdup(path);
+	for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+		snprintf(buf, sizeof(buf), "%s/gnuplot", d);
+		found = access(buf, X_OK) == 0;
+	}
+	free(copy);
+	return found;
+}
+
+static FILE *gp_open(const char *svg, const char *title)
+{
+	FILE *g;
+
+	if (!kb_have_gnuplot()) {
+		fprintf(stderr, "klbench: cannot plot %s: gnuplot is not installed (Debian: "
+			"apt-get install gnuplot-nox); the numbers are in the table/CSV\n", svg);
+		return NULL;
+	}
+	g = popen("gnuplot", "w");
+	if (g == NULL) {
+		perror("klbench: gnuplot");
+		return NULL;
+	}
+	fprintf(g, "set terminal svg size 960,560 dynamic font 'sans,12' background rgb "
+		"'white'\nset termoption noenhanced\nset output '%s'\nset title \"%s\"\n"
+		"set grid\nset key outside right top\n", svg, title ? title : "klbench");
+	return g;
+}
+
+static int gp_close(FILE *g, const char *svg)
+{
+	int st = pclose(g);
+
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "klbench: gnuplot failed to write %s\n", svg);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- throughput ------------------------------------------------------------------------- */
+
+enum kb_axis { KB_AX_THREADS, KB_AX_WRITE, KB_AX_STRIPES, KB_AX_CS };
+
+static double axis_value(const struct kb_config *c, enum kb_axis a)
+{
+	switch (a) {
+	case KB_AX_THREADS: return c->threads;
+	case KB_AX_WRITE: return c->write_pct;
+	case KB_AX_STRIPES: return c->stripes;
+	default: return c->cs;
+	}
+}
+
+static enum kb_axis pick_axis(const struct kb_results *rs)
+{
+	static const enum kb_axis order[] = { KB_AX_THREADS, KB_AX_WRITE, KB_AX_STRIPES,
+					      KB_AX_CS };
+
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++)
+		for (size_t i = 1; i < rs->n; i++)
+			if (axis_value(&rs->v[i].cfg, order[k]) !=
+			    axis_value(&rs->v[0].cfg, order[k]))
+				return order[k];
+	return KB_AX_THREADS;
+}
+
+/* Same series: equal in everything but the x axis. */
+static bool same_series(const struct kb_config *a, const struct kb_config *b, enum kb_axis x)
+{
+	struct kb_config c = *b;
+
+	switch (x) {
+	case KB_AX_THREADS: c.threads = a->threads; break;
+	case KB_AX_WRITE: c.write_pct = a->write_pct; break;
+	case KB_AX_STRIPES: c.stripes = a->stripes; break;
+	case KB_AX_CS: c.cs = a->cs; break;
+	}
+	return kb_config_same(a, &c);
+}
+
+/* The lock's name, plus whatever else varies between series (never the x axis). */
+static void series_title(const struct kb_results *rs, const struct kb_config *c,
+			 enum kb_axis x, char *buf, size_t len)
+{
+	bool place = false, write = false, table = false;
+
+	for (size_t i = 0; i < rs->n; i++) {
+		place |= rs->v[i].cfg.placement != c->placement;
+		write |= x != KB_AX_WRITE && rs->v[i].cfg.write_pct != c->write_pct;
+		table |= x != KB_AX_STRIPES && rs->v[i].cfg.stripes != c->stripes;
+	}
+	snprintf(buf, len, "%s%s%s", c->ops->name, place ? " " : "",
+		 place ? kb_placement_name(c->placement) : "");
+	if (write && strlen(buf) + 16 < len)
+		snprintf(buf + strlen(buf), len - strlen(buf), " w=%g%%", c->write_pct);
+	if (table && strlen(buf) + 16 < len)
+		snprintf(buf + strlen(buf), len - strlen(buf), " stripes=%u", c->stripes);
+}
+
+/* Index of the first result of each series; returns how many. */
+static size_t series_heads(const struct kb_results *rs, enum kb_axis x, size_t *head)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < rs->n; i++) {
+		bool seen = false;
+
+		for (size_t k = 0; k < n && !seen; k++)
+			seen = same_series(&rs->v[head[k]].cfg, &rs->v[i].cfg, x);
+		if (!seen)
+			head[n++] = i;
+	}
+	return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One data block per series: x, median ops/s (x values sorted, each once). */
+static void series_data(FILE *g, const struct kb_results *rs, size_t head, enum kb_axis x,
+			size_t idx)
+{
+	double *xs = malloc(rs->n * sizeof(double));
+	size_t n = 0;
+
+	for (size_t i = 0; i < rs->n; i++) {
+		double v = axis_value(&rs->v[i].cfg, x);
+		bool dup = false;
+
+		if (!same_series(&rs->v[head].cfg, &rs->v[i].cfg, x))
+			continue;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = xs[k] == v;
+		if (!dup)
+			xs[n++] = v;
+	}
+	qsort(xs, n, sizeof(double), cmp_double);
+	fprintf(g, "$s%zu << EOD\n", idx);
+	for (size_t k = 0; k < n; k++)
+		for (size_t i = 0; i < rs->n; i++)
+			if (same_series(&rs->v[head].cfg, &rs->v[i].cfg, x) &&
+			    axis_value(&rs->v[i].cfg, x) == xs[k]) {
+				fprintf(g, "%g %g\n", xs[k], kb_median_ops(rs, &rs->v[i].cfg));
+				break;
+			}
+	fprintf(g, "EOD\n");
+	free(xs);
+}
+
+/* One colour per lock (placements share it and differ in dash). */
+static const char *const kb_palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+	"#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000",
+	"#aec7e8" };
+#define KB_PALETTE (sizeof(kb_palette) / sizeof(kb_palette[0]))
+
+/* Index of series s's lock among the distinct locks of the series before it. */
+static size_t lock_ordinal(const struct kb_results *rs, const size_t *head, size_t s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = rs->v[head[j]].cfg.ops == rs->v[head[i]].cfg.ops;
+		if (!seen && rs->v[head[i]].cfg.ops == rs->v[head[s]].cfg.ops)
+			return k;
+		k += !seen;
+	}
+	return k;
+}
+
+int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char *title)
+{
+	static const char *const xlabel[] = { "threads", "writes (% of operations)",
+					      "stripes (lock instances over the table)",
+					      "critical section (counter words)" };
+	enum kb_axis x = pick_axis(rs);
+	size_t *head = malloc((rs->n + 1) * sizeof(size_t)), n;
+	double lo = INFINITY, hi = 0;
+	FILE *g = rs->n ? gp_open(svg, title) : NULL;
+	char name[256];
+
+	if (g == NULL) {
+		free(head);
+		return 0;
+	}
+	n = series_heads(rs, x, head);
+	for (size_t i = 0; i < rs->n; i++) {
+		lo = fmin(lo, axis_value(&rs->v[i].cfg, x));
+		hi = fmax(hi, axis_value(&rs->v[i].cfg, x));
+	}
+	fprintf(g, "set xlabel '%s'\nset ylabel 'operations/s (median over repeats)'\n"
+		"set yrange [0:*]\n", xlabel[x]);
+	if (lo > 0 && hi / lo >= 16)
+		fprintf(g, "set logscale x 2\n");
+	else if (x == KB_AX_WRITE && lo == 0 && hi >= 10)
+		fprintf(g, "set logscale x 10\nset xlabel 'writes (%% of operations; 0 drawn "
+			"at 0.01)'\n");
+	for (size_t s = 0; s < n; s++)
+		series_data(g, rs, head[s], x, s);
+	fprintf(g, "set format y '%%.1s%%c'\nplot ");
+	for (size_t s = 0; s < n; s++) {
+		const struct kb_config *c = &rs->v[head[s]].cfg;
+
+		series_title(rs, c, x, name, sizeof(name));
+		fprintf(g, "%s$s%zu using ($1 > 0 ? $1 : 0.01):2 with linespoints lw 2 pt %zu "
+			"lc rgb '%s' dt %d title '%s'", s ? ", " : "", s, lock_ordinal(rs, head, s) % 12 + 1,
+			kb_palette[lock_ordinal(rs, head, s) % KB_PALETTE], (int)c->placement + 1, name);
+	}
+	fprintf(g, "\n");
+	free(head);
+	return gp_close(g, svg);
+}
+
+/* ---- latency CDF --------------------------------------------------------------------------- */
+
+/* Every acquisition sample of a configuration, all repeats. */
+static struct kb_hist *cdf_hist(const struct kb_results *rs, const struct kb_config *c)
+{
+	struct kb_hist *h = malloc(sizeof(*h));
+
+	if (h == NULL) {
+		perror("klbench");
+		exit(2);
+	}
+	kb_hist_init(h);
+	for (size_t i = 0; i < rs->n; i++) {
+		if (!kb_config_same(&rs->v[i].cfg, c))
+			continue;
+		kb_hist_merge(h, rs->v[i].rhist);
+		kb_hist_merge(h, rs->v[i].whist);
+	}
+	return h;
+}
+
+static void cdf_data(FILE *g, const struct kb_results *rs, const struct kb_config *c,
+		     size_t idx)
+{
+	struct kb_hist *h = cdf_hist(rs, c);
+	uint64_t seen = 0, lo, width;
+
+	fprintf(g, "$c%zu << EOD\n", idx);
+	for (unsigned b = 0; b < KB_HIST_BUCKETS && h->count; b++) {
+		if (h->bucket[b] == 0)
+			continue;
+		seen += h->bucket[b];
+		kb_hist_bucket_range(b, &lo, &width);
+		fprintf(g, "%g %g\n", fmax(1, (double)(lo + width / 2)),
+			(double)seen / (double)h->count);
+	}
+	fprintf(g, "EOD\n");
+	free(h);
+}
+
+/* A configuration so slow that no acquisition was sampled has no curve. */
+static bool has_samples(const struct kb_results *rs, const struct kb_config *c)
+{
+	struct kb_hist *h = cdf_hist(rs, c);
+	bool any = h->count > 0;
+
+	free(h);
+	return any;
+}
+
+int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *title)
+{
+	size_t *head = malloc((rs->n + 1) * sizeof(size_t)), n = 0;
+	FILE *g;
+	char name[256];
+
+	for (size_t i = 0; i < rs->n && n < KB_MAX_CURVES; i++) {
+		bool seen = false;
+
+		for (size_t k = 0; k < n && !seen; k++)
+			seen = kb_config_same(&rs->v[head[k]].cfg, &rs->v[i].cfg);
+		if (!seen && has_samples(rs, &rs->v[i].cfg))
+			head[n++] = i;
+	}
+	g = n ? gp_open(svg, title) : NULL;
+	if (g == NULL) {
+		free(head);
+		return 0;
+	}
+	fprintf(g, "set xlabel 'lock acquisition latency (ns, sampled)'\nset ylabel "
+		"'fraction of acquisitions'\nset logscale x 10\nset yrange [0:1]\n"
+		"set key outside right bottom\n");
+	for (size_t s = 0; s < n; s++)
+		cdf_data(g, rs, &rs->v[head[s]].cfg, s);
+	fprintf(g, "plot ");
+	for (size_t s = 0; s < n; s++) {
+		kb_config_label(&rs->v[head[s]].cfg, name, sizeof(name), true);
+		fprintf(g, "%s$c%zu using 1:2 with steps lw 2 lc rgb '%s' dt %zu title '%s'",
+			s ? ", " : "", s, kb_palette[s % KB_PALETTE], s / KB_PALETTE + 1, name);
+	}
+	fprintf(g, "\n");
+	free(head);
+	return gp_close(g, svg);
+}

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
+"""klbench's behaviour tests, one per command line: `klbench_tests.py TEST KLBENCH`.
+
+  adapters  every registered adapter (but the broken one) runs a 0.2 s smoke, lock and
+            table workloads, and its counters verify
+  busted    the deliberately broken adapter is caught by the counter verification
+  output    CSV columns, JSON structure and raw (ministat) files have the promised shape
+  latency   `klbench latency` measures every figure it promises, as CSV
+  scenarios every scenario runs (tiny budget) or says which lock it needs (exit 4)
+  plot      --plot writes SVGs with gnuplot, and says so clearly without it
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+EXIT_VERIFY = 3
+EXIT_UNAVAILABLE = 4
+
+CSV_COLUMNS = ("scenario,lock,family,threads,write_pct,cs,think,placement,workload,"
+               "stripes,keys,repeat,elapsed_s,reads,writes,ops_per_s,p50_ns,p99_ns,"
+               "p999_ns,max_ns,read_p50_ns,read_p99_ns,read_p999_ns,write_p50_ns,"
+               "write_p99_ns,write_p999_ns,samples,thr_min,thr_max,fair_ratio,"
+               "fair_sd_pct,user_s,sys_s,vcsw,ivcsw,wakes_per_acq,lock_pct,"
+               "lockstat_wait_pct,lockstat_contended_pct,retries_per_read,verified").split(",")
+
+
+def klb(kb, *args, env=None):
+    p = subprocess.run([kb] + list(args), capture_output=True, text=True, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def adapters(kb):
+    """(name, kind) of every adapter `klbench list` shows, and the names not built in."""
+    rc, out, _ = klb(kb, "list")
+    assert rc == 0, "klbench list failed"
+    rows, missing = [], []
+    for line in out.splitlines()[1:]:
+        if not line.strip():
+            break
+        rows.append((line.split()[0], line.split()[2]))
+    for line in out.splitlines():
+        if line.startswith("not built in:"):
+            missing = line.split(":")[1].split()
+    return rows, missing
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    return 1
+
+
+def rows_of(out):
+    return list(csv.DictReader(io.StringIO(out)))
+
+
+def test_adapters(kb):
+    names, _ = adapters(kb)
+    bad = 0
+    for name, kind in names:
+        if name == "busted":
+            continue
+        for workload in (["--workload", "lock"], ["--workload", "table", "--stripes", "4"]):
+            rc, out, err = klb(kb, "run", "-l", name, "-t", "2", "-w", "50", "-d", "0.2",
+                               "--warmup", "0.02", "--no-table", "-q", "--csv", "-",
+                               *workload)
+            rows = rows_of(out)
+            ok = rc == 0 and len(rows) == 1 and rows[0]["verified"] == "ok"
+            ok = ok and int(rows[0]["writes"]) > 0
+            if ok and kind == "rw":
+                ok = int(rows[0]["reads"]) > 0
+            label = f"{name} ({workload[1]})"
+            if not ok:
+                bad += fail(f"{label}: exit {rc}, rows {rows}, stderr {err.strip()}")
+            else:
+                print(f"ok: {label}: {rows[0]['reads']} reads, {rows[0]['writes']} writes "
+                      "verified")
+    return 1 if bad else 0
+
+
+def test_busted(kb):
+    # A lock that does nothing must lose updates with 4 writers; on a loaded 1-CPU
+    # machine the threads may rarely interleave, so three chances.
+    for attempt in range(3):
+        rc, out, err = klb(kb, "run", "-l", "busted", "-t", "4", "-w", "100", "-c", "32",
+                           "-d", "0.3", "-q", "--no-table")
+        if rc == EXIT_VERIFY and "LOST" in err and "FAILED" in err:
+            print("ok: busted caught:", err.strip().splitlines()[0])
+            return 0
+        print(f"attempt {attempt + 1}: exit {rc}: {err.strip()}")
+    return fail("the busted lock was never caught: the verification does not work")
+
+
+def test_output(kb):
+    with tempfile.TemporaryDirectory() as d:
+        c, j, raw = os.path.join(d, "r.csv"), os.path.join(d, "r.json"), os.path.join(d, "raw")
+        rc, out, err = klb(kb, "run", "-l", "pthread_mutex,pthread_rwlock", "-t", "1,2",
+                           "-w", "0,50", "-d", "0.05", "--warmup", "0.01", "-r", "3", "-q",
+                           "--csv", c, "--json", j, "--raw", raw)
+        if rc != 0:
+            return fail(f"run failed ({rc}): {err}")
+        header = open(c).readline().strip().split(",")
+        if header != CSV_COLUMNS:
+            return fail(f"CSV header changed: {header}")
+        rows = list(csv.DictReader(open(c)))
+        if len(rows) != 2 * 2 * 2 * 3:
+            return fail(f"{len(rows)} CSV rows, want 24 (2 locks x 2 threads x 2 write% x 3)")
+        if any(len(r) != len(CSV_COLUMNS) or r["verified"] != "ok" for r in rows):
+            return fail("a CSV row has the wrong width or did not verify")
+        if [r["repeat"] for r in rows[:8]] != ["0"] * 8:
+            return fail("repeats are not interleaved (A B A B): first 8 rows not all repeat 0")
+        doc = json.load(open(j))
+        for key in ("klbench", "scenario", "machine", "runs"):
+            if key not in doc:
+                return fail(f"JSON lacks '{key}'")
+        run = doc["runs"][0]
+        for key in ("lock", "threads", "write_pct", "ops_per_s", "read_latency_ns",
+                    "write_latency_ns", "fairness", "user_s", "sys_s", "vcsw", "ivcsw",
+                    "wakes_per_acq", "lock_pct", "verified"):
+            if key not in run:
+                return fail(f"JSON run lacks '{key}'")
+        if len(run["fairness"]["per_thread_ops"]) != run["threads"]:
+            return fail("per_thread_ops does not have one entry per thread")
+        if len(doc["runs"]) != 24:
+            return fail("JSON has %d runs, want 24" % len(doc["runs"]))
+        files = sorted(os.listdir(raw))
+        if len(files) != 8 * 3:
+            return fail(f"raw: {len(files)} files, want 24 (8 configurations x 3 metrics)")
+        for f in files:
+            vals = open(os.path.join(raw, f)).read().split()
+            if len(vals) != 3 or any(float(v) < 0 for v in vals):
+                return fail(f"raw file {f} should hold 3 numbers, one per line")
+        rc, out, _ = klb(kb, "compare", os.path.join(raw, "pthread_mutex-t1-w0-cs4.ops"),
+                         os.path.join(raw, "pthread_mutex-t2-w0-cs4.ops"))
+        if rc != 0 or "confidence" not in out:
+            return fail("klbench compare does not read the raw files")
+        rc, out, _ = klb(kb, "run", "-l", "pthread_mutex", "-t", "1", "-d", "0.02", "-q")
+        body = [l for l in out.splitlines() if not l.startswith("#")]
+        if rc != 0 or not out.startswith("# klbench run") or not body[0].startswith("lock "):
+            return fail("the table is missing or malformed:\n" + out)
+        if len(body) != 2 or body[1].split()[0] != "pthread_mutex" or body[1].split()[-1] != "ok":
+            return fail("the table should have one pthread_mutex row that verified:\n" + out)
+    print("ok: CSV (24 rows x %d columns), JSON, 24 raw files, table" % len(CSV_COLUMNS))
+    return 0
+
+
+def test_latency(kb):
+    rc, out, err = klb(kb, "latency", "-l", "pthread_rwlock,pthread_mutex", "-r", "2",
+                       "--iters", "4096", "--samples", "2", "--gap", "1ms", "--readers",
+                       "0,1", "--csv", "-", "-q")
+    if rc != 0:
+        return fail(f"latency failed ({rc}): {err}")
+    text = out[out.index("lock,family,measure"):]
+    rows = rows_of(text)
+    seen = {(r["lock"], r["measure"], r["readers"]) for r in rows}
+    want = {("busted", "write_pair", "0"), ("pthread_mutex", "write_pair", "0"),
+            ("pthread_rwlock", "read_pair", "0"), ("pthread_rwlock", "write_isolated", "1"),
+            ("pthread_rwlock", "write_burst", "1"), ("kl_fence_heavy", "fence_heavy", "1")}
+    if not want <= seen:
+        return fail(f"latency misses {want - seen}")
+    if any(float(r["ns"]) <= 0 for r in rows if r["lock"] != "busted"):
+        return fail("a latency is not positive")
+    if "uncontended lock+unlock" not in out or "writer cost" not in out:
+        return fail("latency tables missing")
+    print(f"ok: latency: {len(rows)} measurements")
+    return 0
+
+
+def test_scenarios(kb):
+    _, missing = adapters(kb)
+    rc, out, _ = klb(kb, "scenario", "list")
+    names = [l.split()[0] for l in out.splitlines()[2:] if l.strip()]
+    bad = 0
+    with tempfile.TemporaryDirectory() as d:
+        for name in names:
+            if name == "floors":
+                continue   # a minute of measurements: run by hand (docs/klbench.md)
+            rc, out, err = klb(kb, "scenario", name, "-d", "0.03", "--warmup", "0.01", "-r",
+                               "3", "-q", "--out", d)
+            if rc == EXIT_UNAVAILABLE:
+                needed = [m for m in missing if f"needs {m}, not built in" in out]
+                ok = len(needed) == 1
+                print(f"{'ok' if ok else 'FAIL'}: {name}: needs {needed}")
+            else:
+                ok = rc == 0 and f"== {name}:" in out and os.path.exists(
+                    os.path.join(d, name + ".txt"))
+                print(f"{'ok' if ok else 'FAIL'}: {name}: exit {rc}")
+            if not ok:
+                bad += fail(f"{name}: exit {rc}\n{out}\n{err}")
+        rc, out, _ = klb(kb, "scenario", "no-such-scenario")
+        bad += rc != 2
+    return 1 if bad else 0
+
+
+def test_plot(kb):
+    with tempfile.TemporaryDirectory() as d:
+        svg = os.path.join(d, "t.svg")
+        args = ["run", "-l", "pthread_mutex,pthread_spin", "-t", "1,2", "-d", "0.03", "-q",
+                "--no-table", "--plot", svg]
+        env = dict(os.environ, PATH="/nonexistent")
+        rc, _, err = klb(kb, *args, env=env)
+        if rc != 0 or "gnuplot is not installed" not in err:
+            return fail(f"without gnuplot: exit {rc}, message {err!r}")
+        print("ok: without gnuplot, a clear message and exit 0")
+        if subprocess.run(["sh", "-c", "command -v gnuplot"], capture_output=True).returncode:
+            print("SKIP: gnuplot is not installed; the SVG output was not checked")
+            return SKIP
+        rc, _, err = klb(kb, *args)
+        lat = os.path.join(d, "t-latency.svg")
+        for f in (svg, lat):
+            if rc != 0 or not os.path.exists(f) or "<svg" not in open(f).read():
+                return fail(f"{f} not written as SVG ({rc}, {err})")
+    print("ok: throughput and latency SVGs written")
+    return 0
+
+
+def test_usage(kb):
+    """Bad input gets exit status 2 and a message that says what is wrong."""
+    _, missing = adapters(kb)
+    cases = [(["run", "-t", "0"], "thread counts"), (["run", "-w", "150"], "percentage"),
+             (["run", "--sample", "3"], "power of two"), (["run", "-c", "0"], "--cs"),
+             (["run", "-l", "no_such_lock"], "unknown lock"), (["run", "-d", "fast"], "duration"),
+             (["run", "-p", "everywhere"], "placement"), (["compare", "-c", "97", "x"], "level"),
+             (["frobnicate"], "unknown command"), (["run", "-t", "1-8*1"], "thread list")]
+    if missing:
+        cases.append((["run", "-l", missing[0]], f"needs {missing[0]}, not built in"))
+    bad = 0
+    for args, words in cases:
+        rc, _, err = klb(kb, *args)
+        ok = rc == 2 and words in err
+        bad += not ok
+        print(f"{'ok' if ok else 'FAIL'}: klbench {' '.join(args)}: exit {rc}: {err.strip()[:90]}")
+    rc, out, _ = klb(kb, "run", "-l", "pthread_mutex", "-t", "1", "-p", "compact,scatter", "-d",
+                     "0.02", "--warmup", "0", "-q", "--no-table", "--csv", "-")
+    places = [r["placement"] for r in rows_of(out)]
+    if rc != 0 or places != ["compact", "scatter"]:
+        bad += fail(f"placements compact,scatter gave {places} (exit {rc})")
+    return 1 if bad else 0
+
+
+TESTS = {"usage": test_usage, "adapters": test_adapters, "busted": test_busted, "output": test_output,
+         "latency": test_latency, "scenarios": test_scenarios, "plot": test_plot}
+
+if __name__ == "__main__":
+    sys.exit(TESTS[sys.argv[1]](os.path.abspath(sys.argv[2])))
