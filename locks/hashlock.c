@@ -61,7 +61,10 @@
  * (kli_hook_group): reports then name a stripe as "stripe i of hashlock <name>", and
  * lockstat folds the stripes' rows into one row per table, in a "hashlock" section. The
  * table itself is created/destroyed through the seam (so kl_lock_set_name(h) works and
- * is forgotten at destroy).
+ * is forgotten at destroy). Witness puts every stripe in the table's class (group
+ * members borrow the owner's), so a second plain kl_hashlock_lock() while holding a key
+ * is "a second lock of the same class" (the leaf rule); lock2/lockn announce each stripe
+ * after the first with kli_hook_nest_ordered() (I3's order: intended nesting).
  *
  * Advantages (after kern_mtxpool.c's list):
  *  - memory: nstripes locks, however many objects; nothing per object;
@@ -370,8 +373,10 @@ void kl_hashlock_lock2(struct kl_hashlock *h, const void *a, const void *b)
 		ib = t;
 	}
 	hl_lock(h, ia, KLI_SITE());
-	if (ib != ia)    /* I3: a shared stripe once */
+	if (ib != ia) {  /* I3: a shared stripe once */
+		kli_hook_nest_ordered(); /* same class as ia, in I3's order: intended */
 		hl_lock(h, ib, KLI_SITE());
+	}
 }
 
 void kl_hashlock_unlock2(struct kl_hashlock *h, const void *a, const void *b)
@@ -396,8 +401,11 @@ int kl_hashlock_lockn(struct kl_hashlock *h, const void *const *keys, size_t n)
 	if (KLOCK_DEBUG_LOCKS && !hl_live(h, KLI_SITE()))
 		return EINVAL;
 	m = hl_gather(h, keys, n, idx);
-	for (unsigned j = 0; j < m; j++)   /* I3: increasing, each once */
+	for (unsigned j = 0; j < m; j++) { /* I3: increasing, each once */
+		if (j > 0)
+			kli_hook_nest_ordered(); /* same class, in I3's order: intended */
 		hl_lock(h, idx[j], KLI_SITE());
+	}
 	return 0;
 }
 

@@ -124,6 +124,13 @@ void kli_instr_released(const void *lock, enum kli_kind kind, unsigned flags)
 }
 #endif /* KLI_HOOKS_FAST */
 
+#if KLOCK_WITNESS
+void kli_instr_nest_ordered(void)
+{
+	kli_witness_nest_ordered();
+}
+#endif
+
 void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags)
 {
 #if KLOCK_TSAN

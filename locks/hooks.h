@@ -95,6 +95,9 @@ void kli_instr_release(const void *lock, enum kli_kind kind, unsigned flags, con
 void kli_instr_released(const void *lock, enum kli_kind kind, unsigned flags);
 #endif
 void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags);
+#if KLOCK_WITNESS
+void kli_instr_nest_ordered(void);
+#endif
 void kli_instr_destroyed(const void *lock, enum kli_kind kind);
 
 /* ---- fast-path events ------------------------------------------------------------ */
@@ -158,6 +161,19 @@ static inline void kli_hook_group(struct kli_lock_group *g)
 static inline void kli_hook_ungroup(struct kli_lock_group *g)
 {
 	kli_lock_group_remove(g);
+}
+
+/*
+ * The calling thread's next acquisition is one more member of a lock group, taken in the
+ * group's own deadlock-free order (kl_hashlock_lock2/lockn: increasing stripe index, each
+ * stripe once). Group members share their owner's witness class; this says the same-class
+ * nesting is intended (lockdep's nest_lock). Compiled to nothing without witness.
+ */
+static KL_ALWAYS_INLINE void kli_hook_nest_ordered(void)
+{
+#if KLOCK_WITNESS
+	kli_instr_nest_ordered();
+#endif
 }
 
 /* ---- slow-path episodes -------------------------------------------------------------- */

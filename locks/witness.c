@@ -61,6 +61,7 @@
 #include <klock/names.h>
 #include <klock/witness.h>
 #include "hooks.h"
+#include "names_impl.h"
 #include "thread.h"
 #include "witness_impl.h"
 #include "wordlock.h"
@@ -113,6 +114,7 @@ struct wit_lock {
 	enum kli_kind kind;
 	bool spin, dupok;
 	bool recurse;             /* created with KLI_HF_RECURSE: recursion is permitted */
+	bool borrowed;            /* a group member (hashlock stripe) in its owner's class */
 	char cname[WIT_NAME_MAX]; /* kl_witness_set_class() name, "" if none */
 	uint32_t cls[KL_WITNESS_SUBCLASSES], gen[KL_WITNESS_SUBCLASSES];
 };
@@ -135,6 +137,8 @@ struct kli_witness_thread {
 	_Atomic unsigned nheld;
 	unsigned nest;            /* subclass for the next acquisition, +1 (0: none) */
 	unsigned pending_sub;     /* subclass of the attempt in progress */
+	bool ordered;             /* next acquisition: a group member in the group's order */
+	bool pending_ordered;     /* ... and the attempt in progress is one */
 	bool overflow_reported;
 	struct wit_held held[WIT_MAX_HELD];
 	struct {
@@ -359,11 +363,12 @@ static bool kind_spins(enum kli_kind kind, unsigned flags)
 static void lock_unclass(struct wit_lock *l)
 {
 	for (unsigned s = 0; s < KL_WITNESS_SUBCLASSES; s++) {
-		if (l->cls[s] != 0 && !classes[l->cls[s]].named &&
+		if (l->cls[s] != 0 && !l->borrowed && !classes[l->cls[s]].named &&
 		    classes[l->cls[s]].gen == l->gen[s])
 			class_zap(l->cls[s]);
 		l->cls[s] = 0;
 	}
+	l->borrowed = false; /* the owner's class dies with the owner, not with a member */
 }
 
 /* The record for @lock, created if missing. Under wit_mutex. NULL only without memory. */
@@ -391,6 +396,35 @@ static struct wit_lock *lock_get(const void *lock, enum kli_kind kind, unsigned 
 	return l;
 }
 
+static struct wit_ref lock_class(struct wit_lock *l, unsigned sub);
+
+/*
+ * A member of a lock group (a kl_hashlock stripe) with no name or class of its own is in
+ * its owner's class: all stripes of one table are one class, so a plain second
+ * kl_hashlock_lock() while holding a key is "a second lock of the same class", and
+ * lock2/lockn say their nesting is intended (kli_witness_nest_ordered). Under wit_mutex.
+ */
+static bool group_class(struct wit_lock *l, unsigned sub, struct wit_ref *r)
+{
+	struct kli_lock_member m;
+	struct wit_lock *o;
+	struct wit_ref orf;
+
+	if (!kli_lock_group_find(l->lock, &m))
+		return false;
+	o = lock_get(m.owner, (enum kli_kind)m.kind, 0);
+	if (o == NULL)
+		return false;
+	orf = lock_class(o, sub);
+	r->cls = orf.cls;
+	r->gen = orf.gen;
+	r->dupok = r->dupok || orf.dupok;
+	l->cls[sub] = r->cls;
+	l->gen[sub] = r->gen;
+	l->borrowed = true;
+	return true;
+}
+
 /* Fixes the class of (@l, @sub) on first use. Under wit_mutex. */
 static struct wit_ref lock_class(struct wit_lock *l, unsigned sub)
 {
@@ -405,6 +439,8 @@ static struct wit_ref lock_class(struct wit_lock *l, unsigned sub)
 	if (l->cname[0] != '\0')
 		snprintf(base, sizeof(base), "%s", l->cname);
 	else if (kl_lock_get_name(l->lock, base, sizeof(base)) == 0) {
+		if (group_class(l, sub, &r))
+			return r;
 		named = false;
 		snprintf(base, sizeof(base), "%s %p", kli_kind_name(l->kind), l->lock);
 	}
@@ -695,7 +731,7 @@ static void check_against(const struct wit_held *h, struct wit_ref b, const void
 			  enum kli_kind kind, const void *site, struct kli_witness_thread *w)
 {
 	if (h->ref.cls == b.cls && h->ref.gen == b.gen) {
-		if (!b.dupok && first_report_locked(PAIR_SAMECLASS, h->ref, b))
+		if (!b.dupok && !w->pending_ordered && first_report_locked(PAIR_SAMECLASS, h->ref, b))
 			report_pair("acquiring a second lock of the same class", h, lock, kind, b,
 				    site, " (kl_witness_nest() or KL_WITNESS_DUPOK say it is "
 				    "intended)\n");
@@ -741,6 +777,8 @@ void kli_witness_acquire(const void *lock, enum kli_kind kind, unsigned flags,
 		return;
 	w = wit_self();
 	w->pending_sub = take_nest(w);
+	w->pending_ordered = w->ordered;
+	w->ordered = false;
 	n = atomic_load_explicit(&w->nheld, memory_order_relaxed);
 	if ((flags & KLI_HF_TRY) || n == 0)
 		return;
@@ -1024,6 +1062,12 @@ int kl_witness_set_class(const void *lock, const char *name, unsigned flags)
 	atomic_fetch_add_explicit(&wit_zapgen, 1, memory_order_release); /* Z1 */
 	kli_wordlock_unlock(&wit_mutex);
 	return 0;
+}
+
+void kli_witness_nest_ordered(void)
+{
+	if (wit_mode != WIT_OFF)
+		wit_self()->ordered = true;
 }
 
 void kl_witness_nest(unsigned subclass)

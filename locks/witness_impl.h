@@ -21,6 +21,8 @@ void kli_witness_release(const void *lock, enum kli_kind kind, unsigned flags,
 void kli_witness_created(const void *lock, enum kli_kind kind, unsigned flags);
 /* Before the lock's name is forgotten: reports a destroy of a held lock. */
 void kli_witness_destroyed(const void *lock, enum kli_kind kind);
+/* The thread's next acquisition is a group member taken in the group's own order. */
+void kli_witness_nest_ordered(void);
 #endif
 
 #endif /* KL_WITNESS_IMPL_H */

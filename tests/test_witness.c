@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <klock/hashlock.h>
 #include <klock/mutex.h>
 #include <klock/names.h>
 #include <klock/rwlock.h>
@@ -452,10 +453,104 @@ PLANT void case_real_clean(void)
 	PLANT_END();
 }
 
+/* ---- kl_hashlock: stripes are one class; lock2/lockn nest them in stripe order ---------- */
+
+/* Stripes of the planted tables: few, so that random keys collide and both orders occur. */
+#define WIT_STRIPES 8
+/* Objects whose addresses are the keys (64 bytes apart: one cache line each). */
+#define WIT_NOBJ 64
+/* lock2/lockn rounds of the ordered case. */
+#define WIT_ROUNDS 200
+
+static struct {
+	char line[64];
+} objs[WIT_NOBJ];
+
+/* Two keys of @h on different stripes, the first on a higher stripe than the second. */
+static void two_stripes(struct kl_hashlock *h, const void **hi, const void **lo)
+{
+	*hi = &objs[0];
+	for (int i = 1; i < WIT_NOBJ; i++) {
+		if (kl_hashlock_index(h, &objs[i]) < kl_hashlock_index(h, *hi)) {
+			*lo = &objs[i];
+			return;
+		}
+		if (kl_hashlock_index(h, &objs[i]) > kl_hashlock_index(h, *hi)) {
+			*lo = *hi;
+			*hi = &objs[i];
+			return;
+		}
+	}
+	fail_msg("all %d objects on one stripe", WIT_NOBJ);
+}
+
+/* lock2/lockn in every key order, under and over another lock, named and unnamed tables,
+ * tables destroyed and made again: the stripe-ordered nesting is intended - no report. */
+PLANT void case_hashlock_ordered(void);
+PLANT void case_hashlock_ordered(void)
+{
+	struct kl_hashlock named, anon;
+	const void *keys[4];
+	unsigned x = 1;
+
+	real_init();
+	kl_hashlock_init(&named, WIT_STRIPES);
+	kl_lock_set_name(&named, "objtable");
+	for (int r = 0; r < WIT_ROUNDS; r++) {
+		for (int k = 0; k < 4; k++) {
+			x = x * 1103515245u + 12345u;
+			keys[k] = &objs[(x >> 16) % WIT_NOBJ];
+		}
+		kl_mutex_lock(&real_a);                 /* real_a before the stripes */
+		kl_hashlock_lock2(&named, keys[0], keys[1]);
+		kl_hashlock_unlock2(&named, keys[1], keys[0]);
+		kl_hashlock_lock2(&named, keys[1], keys[0]);
+		kl_hashlock_unlock2(&named, keys[0], keys[1]);
+		kl_mutex_unlock(&real_a);
+		kl_hashlock_lockn(&named, keys, 4);
+		kl_hashlock_unlockn(&named, keys, 4);
+		kl_hashlock_lock(&named, keys[2]);      /* one key, then a leaf mutex */
+		kl_mutex_lock(&real_b);
+		kl_mutex_unlock(&real_b);
+		kl_hashlock_unlock(&named, keys[2]);
+	}
+	kl_hashlock_destroy(&named);
+	for (int t = 0; t < 3; t++) {                   /* a per-instance class, recycled */
+		kl_hashlock_init(&anon, WIT_STRIPES);
+		kl_hashlock_lock2(&anon, &objs[t], &objs[WIT_NOBJ - 1 - t]);
+		kl_hashlock_unlock2(&anon, &objs[t], &objs[WIT_NOBJ - 1 - t]);
+		kl_hashlock_lock2(&anon, &objs[WIT_NOBJ - 1 - t], &objs[t]);
+		kl_hashlock_unlock2(&anon, &objs[WIT_NOBJ - 1 - t], &objs[t]);
+		kl_hashlock_destroy(&anon);
+	}
+	PLANT_END();
+}
+
+/* Two plain kl_hashlock_lock() calls on two stripes: the leaf rule broken (the next thread
+ * doing the opposite deadlocks) - a second lock of the table's class. */
+PLANT void case_hashlock_two_keys(void);
+PLANT void case_hashlock_two_keys(void)
+{
+	struct kl_hashlock h;
+	const void *hi = NULL, *lo = NULL;
+
+	kl_hashlock_init(&h, WIT_STRIPES);
+	kl_lock_set_name(&h, "objtable");
+	two_stripes(&h, &hi, &lo);
+	kl_hashlock_lock(&h, lo);
+	kl_hashlock_lock(&h, hi);   /* in stripe order, still not through lock2: reported */
+	kl_hashlock_unlock(&h, hi);
+	kl_hashlock_unlock(&h, lo);
+	kl_hashlock_destroy(&h);
+	PLANT_END();
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
+	{ "hashlock_ordered", case_hashlock_ordered },
+	{ "hashlock_two_keys", case_hashlock_two_keys },
 	{ "real_order", case_real_order },
 	{ "real_rw_order", case_real_rw_order },
 	{ "real_spin", case_real_spin },
@@ -672,6 +767,19 @@ static void test_witness_reports_same_class_nesting_unless_annotated(void **stat
 	expect_has("[class \"bucket/1\"]");
 }
 
+static void test_witness_hashlock_stripes_nest_only_through_lock2_lockn(void **state)
+{
+	skip_unless_witness();
+	run_case("hashlock_ordered", "abort");
+	expect_reports(0);
+	run_case("hashlock_two_keys", "warn");
+	expect_reports(1);
+	expect_has("acquiring a second lock of the same class");
+	expect_has("of hashlock \"objtable\"");
+	expect_has("[class \"objtable\"]");
+	expect_has("case_hashlock_two_keys+0x");
+}
+
 static void test_witness_trylock_adds_no_reversal(void **state)
 {
 	skip_unless_witness();
@@ -806,6 +914,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_witness_reports_thread_exit_with_locks_held),
 		cmocka_unit_test(test_witness_reports_sleeping_lock_under_spinlock),
 		cmocka_unit_test(test_witness_reports_same_class_nesting_unless_annotated),
+		cmocka_unit_test(test_witness_hashlock_stripes_nest_only_through_lock2_lockn),
 		cmocka_unit_test(test_witness_trylock_adds_no_reversal),
 		cmocka_unit_test(test_witness_forgets_order_of_destroyed_unnamed_locks),
 		cmocka_unit_test(test_witness_assert_held_reports_when_not_held),
