@@ -49,9 +49,12 @@
  *   R1 hold: relaxed increment - the caller already owns a reference, so the object
  *      cannot go away, and taking one more publishes nothing.
  *   R2 free: release decrement - this thread's uses of the object happen before ...
- *   R3 ... the acquire fence of the thread that dropped the last reference, which then
- *      destroys and frees it (pairs with every R2; Linux refcount_dec_and_test, NetBSD
- *      membar_release/membar_acquire around mutex_obj_free's decrement).
+ *   R3 ... the acquire load of the count by the thread that dropped the last reference,
+ *      which then destroys and frees it (pairs with every R2: each earlier decrement
+ *      heads a release sequence that ends in this thread's own RMW, the value R3 reads;
+ *      Linux refcount_dec_and_test, NetBSD membar_release/membar_acquire around
+ *      mutex_obj_free's decrement). A load rather than an acquire fence: ThreadSanitizer
+ *      does not model standalone fences and would report the free as a race.
  *
  * Instrumentation (hooks.h). The stripes are kl_mutex/kl_ticket and report their own
  * events through the seam, with the caller of kl_hashlock_* as the site (the *_at entry
@@ -476,7 +479,7 @@ bool kl_lockobj_free(struct kl_mutex *m)
 	/* R2: release, pairs with R3 in whichever thread drops the last reference. */
 	if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_release) != 1)
 		return false;
-	atomic_thread_fence(memory_order_acquire);   /* R3: pairs with every R2 */
+	(void)atomic_load_explicit(&o->refs, memory_order_acquire); /* R3: pairs with every R2 */
 	if (atomic_load_explicit(&m->owner, memory_order_relaxed) != 0 ||
 	    atomic_load_explicit(&m->spinq, memory_order_relaxed) != 0) {
 		hl_report(m, kli_kind_name(KLI_KIND_MUTEX), "last reference to a lock object "
