@@ -19,7 +19,8 @@
  * is then accessed with relaxed atomics on both sides (the reads race by design).
  * Keyed locks (LOCKOPS_KEYED: kl_hashlock) are also taken by key, for one of KT_NKEYS
  * addresses, each with its own checked state: two keys on different stripes may be held
- * at once, two threads on one key never.
+ * at once, two threads on one key never. Where the adapter has keys_lock (lock2/lockn),
+ * some sections hold 2..KT_MULTIKEY_MAX keys at once and check each key's state.
  *
  * The plain (non-atomic) fields are there for the sanitizers: under TSan or helgrind, a
  * lock whose annotations or ordering leak shows up as a data race on them.
@@ -63,6 +64,8 @@
 #define MAX_PRINTED 10
 /* 1 in N writer acquisitions of a keyed lock go by key. */
 #define KEYED_ODDS 2
+/* 1 in N of those take several keys at once (keys_lock), where the adapter can. */
+#define MULTIKEY_ODDS 4
 /* Acquisition after which an injected hang keeps the lock forever. */
 #define INJECT_HANG_AT 100
 
@@ -410,13 +413,44 @@ static void optimistic_op(struct kt_run *r, struct kt_slot *s, const struct kt_s
 	atomic_fetch_add_explicit(&s->acq, 1, memory_order_relaxed);
 }
 
-#ifdef LOCKOPS_KEYED
-/* (The #ifdef goes once klbench's keyed-lock contract - LOCKOPS_KEYED, key_lock - is on
- * main; until then no adapter can be keyed.) */
+/* Several keys under keys_lock (kl_hashlock_lock2/lockn): each distinct key's section in
+ * turn, all held at once. A wrong stripe order deadlocks (the watchdog reports it); a key
+ * left out shows as a violation on its state. */
+static void multikey_op(struct kt_run *r, struct kt_slot *s)
+{
+	const void *keys[KT_MULTIKEY_MAX];
+	bool seen[KT_NKEYS] = { false };
+	size_t n = 2 + kt_rand(s) % (KT_MULTIKEY_MAX - 1);
+
+	for (size_t i = 0; i < n; i++)
+		keys[i] = &r->keys[kt_rand(s) % KT_NKEYS];
+	kt_slot_set(s, KT_S_LOCKING, "keys_lock");
+	r->ops->keys_lock(r->lock, s->ts, keys, n);
+	kt_slot_set(s, KT_S_IN_CS, NULL);
+	atomic_fetch_add_explicit(&s->acq, 1, memory_order_relaxed);
+	s->multikey++;
+	for (size_t i = 0; i < n; i++) {
+		struct kt_shared *sh = (struct kt_shared *)keys[i];
+
+		if (!seen[sh - r->keys]) {
+			seen[sh - r->keys] = true;
+			write_section(r, s, sh);
+		}
+	}
+	kt_slot_set(s, KT_S_UNLOCKING, "keys_unlock");
+	r->ops->keys_unlock(r->lock, s->ts, keys, n);
+}
+
 /* A writer section under key_lock, on that key's own checked state. */
 static void keyed_op(struct kt_run *r, struct kt_slot *s)
 {
 	struct kt_shared *sh = &r->keys[kt_rand(s) % KT_NKEYS];
+
+	if (r->ops->keys_lock != NULL && r->ops->keys_unlock != NULL &&
+	    one_in(s, MULTIKEY_ODDS)) {
+		multikey_op(r, s);
+		return;
+	}
 
 	kt_slot_set(s, KT_S_LOCKING, "key_lock");
 	r->ops->key_lock(r->lock, s->ts, sh);
@@ -427,12 +461,6 @@ static void keyed_op(struct kt_run *r, struct kt_slot *s)
 	kt_slot_set(s, KT_S_UNLOCKING, "key_unlock");
 	r->ops->key_unlock(r->lock, s->ts, sh);
 }
-#else
-static void keyed_op(struct kt_run *r, struct kt_slot *s)
-{
-	(void)r, (void)s;
-}
-#endif
 
 static void one_op(struct kt_run *r, struct kt_slot *s, const struct kt_side *d)
 {

@@ -119,10 +119,8 @@ static int setup_run(struct kt_run *r, const struct lockops *o, const struct kt_
 	r->ncpus_allowed = CPU_COUNT(&r->allowed) > 0 ? CPU_COUNT(&r->allowed) : 1;
 	size_run(r);
 	r->sh = alloc_aligned(sizeof(*r->sh));
-#ifdef LOCKOPS_KEYED
 	if ((o->flags & LOCKOPS_KEYED) && o->key_lock != NULL && o->key_unlock != NULL)
 		r->keys = alloc_aligned(sizeof(*r->keys) * KT_NKEYS);
-#endif
 	r->optimistic = (o->flags & LOCKOPS_READ_RETRY) && o->read_retry != NULL;
 	r->lock = alloc_aligned(o->size);
 	e = o->init(r->lock);
@@ -252,7 +250,7 @@ static void print_header(const struct kt_run *r)
 static void print_extras(const struct kt_run *r)
 {
 	long tries = 0, try_fails = 0, timed = 0, timeouts = 0, holds = 0, moves = 0;
-	long retries = 0, keyed = 0;
+	long retries = 0, keyed = 0, multikey = 0;
 
 	for (unsigned i = 0; i < r->nslots; i++) {
 		const struct kt_slot *s = &r->slots[i];
@@ -265,6 +263,7 @@ static void print_extras(const struct kt_run *r)
 		moves += s->migrations;
 		retries += s->retries;
 		keyed += s->keyed;
+		multikey += s->multikey;
 	}
 	printf("kltorture: %s: trylock %ld (failed %ld), timed %ld (timed out %ld), long holds "
 	       "%ld, threads started %ld, stutters %ld, shuffles %ld, moves in read sections "
@@ -275,8 +274,8 @@ static void print_extras(const struct kt_run *r)
 		printf("kltorture: %s: optimistic read sections retried %ld\n", r->ops->name,
 		       retries);
 	if (r->keys != NULL)
-		printf("kltorture: %s: acquisitions by key %ld (%d keys)\n", r->ops->name, keyed,
-		       KT_NKEYS);
+		printf("kltorture: %s: acquisitions by key %ld (%d keys), of several keys at "
+		       "once %ld\n", r->ops->name, keyed, KT_NKEYS, multikey);
 }
 
 /* KLTORTURE_TALLY=FILE: one line per lock run appended to FILE, for CI's closing tally. */

@@ -178,13 +178,8 @@ static bool case_control(const char *self)
 /* The optimistic-reader and keyed paths pass correct reference locks (testlocks.c). */
 static bool case_reference(const char *self)
 {
-#ifdef LOCKOPS_KEYED
 	char *args[] = { (char *)self, "test_seqlock", "test_keyed", "--secs", "1", NULL };
 	int n = 2;
-#else
-	char *args[] = { (char *)self, "test_seqlock", "--secs", "1", NULL };
-	int n = 1;
-#endif
 	struct child c = run_child(self, args);
 	bool ok = expect(c.status == 0 && count_of(c.out, "End of test: SUCCESS") == n &&
 			 strstr(c.out, "!!!") == NULL,

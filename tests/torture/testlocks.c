@@ -6,6 +6,7 @@
  *   test_keyed       a correct 4-stripe keyed lock               -> must pass
  *   busted_seqlock   read_retry never reports a writer           -> must fail
  *   busted_keyed     key_lock does nothing                       -> must fail
+ *   busted_multikey  keys_lock takes only the first key's stripe -> must fail
  * They are family "test": never tortured by default, only when named (the self-test) or,
  * for the busted ones, by --busted. klbench does not link them.
  */
@@ -133,7 +134,6 @@ static const struct lockops busted_seqlock_ops = {
 };
 LOCKOPS_REGISTER(busted_seqlock_ops)
 
-#ifdef LOCKOPS_KEYED /* until klbench's keyed-lock contract is on main */
 /* ---- keyed ---------------------------------------------------------------------------------- */
 
 struct test_keyed {
@@ -174,6 +174,44 @@ static void keyed_key_unlock(void *l, void *ts, const void *key)
 	pthread_mutex_unlock(&((struct test_keyed *)l)->stripe[stripe_of(key)]);
 }
 
+/* Several keys: each distinct stripe once, in increasing order (cannot deadlock). */
+static void keyed_keys_lock(void *l, void *ts, const void *const *keys, size_t n)
+{
+	bool want[TEST_STRIPES] = { false };
+
+	(void)ts;
+	for (size_t i = 0; i < n; i++)
+		want[stripe_of(keys[i])] = true;
+	for (unsigned i = 0; i < TEST_STRIPES; i++)
+		if (want[i])
+			pthread_mutex_lock(&((struct test_keyed *)l)->stripe[i]);
+}
+
+static void keyed_keys_unlock(void *l, void *ts, const void *const *keys, size_t n)
+{
+	bool want[TEST_STRIPES] = { false };
+
+	(void)ts;
+	for (size_t i = 0; i < n; i++)
+		want[stripe_of(keys[i])] = true;
+	for (unsigned i = 0; i < TEST_STRIPES; i++)
+		if (want[i])
+			pthread_mutex_unlock(&((struct test_keyed *)l)->stripe[i]);
+}
+
+/* Broken: only the first key's stripe is taken. */
+static void keyed_first_lock(void *l, void *ts, const void *const *keys, size_t n)
+{
+	(void)n;
+	keyed_key_lock(l, ts, keys[0]);
+}
+
+static void keyed_first_unlock(void *l, void *ts, const void *const *keys, size_t n)
+{
+	(void)n;
+	keyed_key_unlock(l, ts, keys[0]);
+}
+
 static void keyed_nothing(void *l, void *ts, const void *key)
 {
 	(void)l, (void)ts, (void)key;
@@ -203,8 +241,27 @@ static const struct lockops test_keyed_ops = {
 	.write_unlock = keyed_write_unlock,
 	.key_lock = keyed_key_lock,
 	.key_unlock = keyed_key_unlock,
+	.keys_lock = keyed_keys_lock,
+	.keys_unlock = keyed_keys_unlock,
 };
 LOCKOPS_REGISTER(test_keyed_ops)
+
+static const struct lockops busted_multikey_ops = {
+	.name = "busted_multikey",
+	.family = "test",
+	.summary = "broken on purpose: keys_lock takes only the first key's stripe",
+	.flags = LOCKOPS_KEYED | LOCKOPS_BUSTED,
+	.size = sizeof(struct test_keyed),
+	.init = keyed_init,
+	.destroy = keyed_destroy,
+	.write_lock = keyed_write_lock,
+	.write_unlock = keyed_write_unlock,
+	.key_lock = keyed_key_lock,
+	.key_unlock = keyed_key_unlock,
+	.keys_lock = keyed_first_lock,
+	.keys_unlock = keyed_first_unlock,
+};
+LOCKOPS_REGISTER(busted_multikey_ops)
 
 static const struct lockops busted_keyed_ops = {
 	.name = "busted_keyed",
@@ -220,4 +277,3 @@ static const struct lockops busted_keyed_ops = {
 	.key_unlock = keyed_nothing,
 };
 LOCKOPS_REGISTER(busted_keyed_ops)
-#endif

@@ -36,6 +36,8 @@
 /* Keys a keyed lock (LOCKOPS_KEYED) is tortured with: more than one stripe, few enough
  * that two threads often want the same one. */
 #define KT_NKEYS 16
+/* Most keys one keys_lock section takes (kl_hashlock_lockn; lock2 for two). */
+#define KT_MULTIKEY_MAX 4
 
 /* Perturbations (bits of kt_config.perturb). */
 enum {
@@ -93,6 +95,7 @@ struct kt_slot {
 	long long_holds, migrations;    /* rare long holds; affinity moves inside a section */
 	long retries;                   /* optimistic read sections a writer spoiled (seqlock) */
 	long keyed;                     /* acquisitions by key (keyed locks: kl_hashlock) */
+	long multikey;                  /* ... of several keys at once (keys_lock) */
 	uint64_t rng;                   /* xorshift state */
 	/* -- set by the driver */
 	struct kt_run *run;
