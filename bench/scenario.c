@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <klock/hashlock.h>
+
 #include "cli.h"
 #include "ministat.h"
 
@@ -698,13 +700,18 @@ static void scn_rmlock_vs_rwlock(struct scn_ctx *x)
 
 /* ---- hashed-queue ---------------------------------------------------------------------------- */
 
+/* The stripe count kl_hashlock picks by itself (nstripes 0), so the striped kl_mutex row
+ * and kl_hashlock compare like with like. */
 static unsigned auto_stripes(void)
 {
-	unsigned want = 4 * kb_cpus(), p = 1;
+	struct kl_hashlock h;
+	unsigned n = 8 * kb_cpus();
 
-	while (p < want)
-		p *= 2;
-	return p;
+	if (kl_hashlock_init(&h, 0) == 0) {
+		n = kl_hashlock_nstripes(&h);
+		kl_hashlock_destroy(&h);
+	}
+	return n;
 }
 
 static double g_lockpct(const struct kb_result *r)

@@ -103,8 +103,8 @@
 #define HL_FIB 0x9e3779b97f4a7c15ull
 /* Key bits dropped before hashing: alignment, and keys in one cache line share a stripe. */
 #define HL_KEY_SHIFT 6
-/* Automatic size: the smallest power of two >= this many stripes per online CPU. */
-#define HL_AUTO_PER_CPU 4u
+/* Automatic size: the largest power of two <= this many stripes per online CPU (so 4-8). */
+#define HL_AUTO_PER_CPU 8u
 /* struct kl_hashlock.magic of a live table, and of a destroyed one. */
 #define HL_MAGIC 0x6b6c686cu   /* "klhl" */
 #define HL_DEAD 0xdead4c4bu
@@ -245,7 +245,7 @@ static unsigned hl_auto_stripes(void)
 {
 	unsigned want = HL_AUTO_PER_CPU * kl_topology()->online_cpus, n = 1;
 
-	while (n < want && n < KL_HASHLOCK_MAX_STRIPES)
+	while (2 * n <= want && n < KL_HASHLOCK_MAX_STRIPES)
 		n <<= 1;
 	return n;
 }

@@ -585,18 +585,43 @@ bool kl_mutex_trylock(struct kl_mutex *m)
 	return ok;
 }
 
-int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
+/* The timed slow path: the site is computed only here, so the uncontended timed lock runs
+ * the same instructions whether lockstat is compiled in or not. */
+static KL_NOINLINE int mtx_timedlock_contended(struct kl_mutex *m,
+					       const struct timespec *abstime, const void *site)
 {
-	const void *site = KLI_SITE();
-	int err;
+	struct kli_thread *self = kli_self();
+	uintptr_t v = 0;
+	int err = 0;
 
-	if (!kli_timespec_valid(abstime))
-		return EINVAL;
-	err = mtx_lock(m, abstime, site);
+	/* M1: acquire, pairs with M2 (a first use has not tried the fast path yet). */
+	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+						     memory_order_acquire, memory_order_relaxed))
+		err = mtx_lock_slow(m, self, abstime, KLI_HF_TRY, site);
+	kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0), site);
 	if (KLOCK_DEBUG_LOCKS && (err == EDEADLK || err == EINVAL))
 		mtx_report(m, err == EDEADLK ? "relock of a held non-recursive lock"
 					     : "use after destroy", site);
 	return err;
+}
+
+int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
+{
+	struct kli_thread *self = kli_tls_self;
+	uintptr_t v = 0;
+
+	if (!kli_timespec_valid(abstime))
+		return EINVAL;
+	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, KLI_SITE());
+	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
+	if (kl_likely(self != NULL) &&
+	    kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+							      memory_order_acquire,
+							      memory_order_relaxed))) {
+		kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY, KLI_SITE());
+		return 0;
+	}
+	return mtx_timedlock_contended(m, abstime, KLI_SITE());
 }
 
 void kl_mutex_unlock(struct kl_mutex *m)

@@ -466,20 +466,6 @@ static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, struct kli_thre
 						       memory_order_acquire, memory_order_relaxed);
 }
 
-static int rw_write_lock(struct kl_rwlock *rw, const struct timespec *abstime,
-			 const void *site)
-{
-	struct kli_thread *self = kli_self();
-	unsigned flags = abstime != NULL ? KLI_HF_TRY : 0;
-	int err = 0;
-
-	kli_hook_acquire(rw, RW_KIND, flags, site);
-	if (!rw_write_fast(rw, self))
-		err = rw_write_slow(rw, self, abstime, flags, site);
-	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
-	return err;
-}
-
 /* G1: grants a read hold to every sleeping reader not granted one yet. Returns how many. */
 static uint32_t rw_grant(struct kl_rwlock *rw)
 {
@@ -684,17 +670,34 @@ bool kl_rwlock_write_trylock(struct kl_rwlock *rw)
 	return err == 0;
 }
 
-int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
+/* The timed write slow path: the site is computed only here (see kl_mutex_timedlock). */
+static KL_NOINLINE int rw_write_timedlock_contended(struct kl_rwlock *rw,
+						    const struct timespec *abstime,
+						    const void *site)
 {
-	const void *site = KLI_SITE();
-	int err;
+	struct kli_thread *self = kli_self();
+	int err = 0;
 
-	if (!kli_timespec_valid(abstime))
-		return EINVAL;
-	err = rw_write_lock(rw, abstime, site);
+	if (!rw_write_fast(rw, self))
+		err = rw_write_slow(rw, self, abstime, KLI_HF_TRY, site);
+	kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0), site);
 	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
 		rw_report(rw, rw_lock_misuse(err), site);
 	return err;
+}
+
+int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
+{
+	struct kli_thread *self = kli_tls_self;
+
+	if (!kli_timespec_valid(abstime))
+		return EINVAL;
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_TRY, KLI_SITE());
+	if (kl_likely(self != NULL) && kl_likely(rw_write_fast(rw, self))) {
+		kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY, KLI_SITE());
+		return 0;
+	}
+	return rw_write_timedlock_contended(rw, abstime, KLI_SITE());
 }
 
 void kl_rwlock_write_unlock(struct kl_rwlock *rw)

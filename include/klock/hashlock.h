@@ -69,8 +69,8 @@ struct kl_hashlock {
 /**
  * kl_hashlock_init - make @h a table of @nstripes kl_mutex stripes, all unlocked.
  * @nstripes: a power of two up to KL_HASHLOCK_MAX_STRIPES, or 0 for the automatic size:
- * the smallest power of two >= 4 x the online CPUs (so 4 to 8 stripes per CPU; 8 on a
- * 2-CPU machine, 1024 on 256 CPUs), which keeps the chance that two running threads
+ * the largest power of two <= 8 x the online CPUs (so more than 4 and at most 8 stripes
+ * per CPU; 16 on a 2-CPU machine, 2048 on 256 CPUs), which keeps the chance that two running threads
  * collide on a stripe low (docs/design-hashlock.md, "Sizing").
  * Returns 0, EINVAL (@nstripes is not 0 and not a power of two, or too large) or ENOMEM.
  * Allocates; may not be called from a signal handler. @h must not be in use.
