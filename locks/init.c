@@ -20,17 +20,33 @@
 #include "spin.h"
 
 static pthread_once_t kli_init_once = PTHREAD_ONCE_INIT;
+static _Atomic bool kli_init_done;
+/* This thread is inside kli_init_body(). */
+static __thread bool kli_init_here __attribute__((tls_model("initial-exec")));
 
 static void kli_init_body(void)
 {
+	kli_init_here = true;
 	kli_fence_init();
 	kli_cpu_init();
 	kli_spin_init();
 	kli_lockstat_init();   /* last: KLOCK_LOCKSTAT=1 starts recording */
+	kli_init_here = false;
+	atomic_store_explicit(&kli_init_done, true, memory_order_release);
 }
 
+/*
+ * Re-entry: under libklock-preload, something the body calls (malloc by a replacement
+ * allocator, say) may take a pthread mutex, which is a klock lock there and may land back
+ * here on the same thread. pthread_once() would deadlock on itself, so a nested call
+ * returns at once: until the body finishes, the substrate runs on its defaults (symmetric
+ * fences, thread-hash CPU index, uncalibrated spin budgets, lockstat off), all correct.
+ */
 void kli_init(void)
 {
+	if (kl_likely(atomic_load_explicit(&kli_init_done, memory_order_acquire)) ||
+	    kli_init_here)
+		return;
 	pthread_once(&kli_init_once, kli_init_body);
 }
 

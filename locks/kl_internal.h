@@ -91,6 +91,37 @@ bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off)
 /* Number of reports made so far (tests count them). */
 unsigned long kli_report_count(void);
 
+/* ---- call sites seen through an interposer (libklock-preload) ------------------------ */
+
+/*
+ * Reports and lockstat key events by the call site a lock's exported function saw
+ * (KLI_SITE(): the return address into its caller). Under libklock-preload that caller is
+ * the interposer, so every pthread_mutex_lock() in a program would look like one site.
+ * The preload's own copy of the library is compiled with KLOCK_PRELOAD=1: each interposed
+ * pthread function first stores ITS caller (the program's call site) in the calling
+ * thread's kli_site_override, and the consumers (lockstat, reports, witness) name that
+ * site instead. Consumers only: no lock and no fast path reads it, and libklock itself
+ * (KLOCK_PRELOAD=0) compiles kli_site() to the identity.
+ */
+#ifndef KLOCK_PRELOAD
+#define KLOCK_PRELOAD 0
+#endif
+#if KLOCK_PRELOAD
+extern __thread const void *kli_site_override __attribute__((tls_model("initial-exec")));
+
+static inline const void *kli_site(const void *site)
+{
+	const void *o = kli_site_override;
+
+	return o != NULL ? o : site;
+}
+#else
+static inline const void *kli_site(const void *site)
+{
+	return site;
+}
+#endif
+
 /* ---- test points (fault injection, locks/report.c) --------------------------------- */
 
 /* A test sets this to widen a race window at a named place on a slow path (it may sleep

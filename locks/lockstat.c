@@ -389,7 +389,7 @@ void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 
 	if (t == NULL)
 		return;
-	e = ls_entry(t, lock, site, kli_ls_kf(kind, flags));
+	e = ls_entry(t, lock, kli_site(site), kli_ls_kf(kind, flags));
 	if (e != NULL) {
 		ls_add(e, (flags & KLI_HF_FAILED) ? KLI_LS_FAILED : KLI_LS_CONTENDED, 1);
 		ls_add(e, KLI_LS_NSPIN, ep->nspin);
@@ -430,7 +430,7 @@ void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
 	t = ls_table_enter(kli_self());
 	if (t == NULL)
 		return;
-	e = ls_entry(t, lock, site, kf);
+	e = ls_entry(t, lock, site = kli_site(site), kf);
 	if (e != NULL)
 		ls_add(e, KLI_LS_ACQUIRED, 1);
 	if (t->held_n < KLI_LS_HELD_MAX)

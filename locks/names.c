@@ -7,7 +7,10 @@
  * looked up only when something is reported). Names and groups are looked up only when
  * something is reported or printed, so a single lock is plenty; set/forget and group
  * add/remove happen at init/destroy time.
+ * fork(): the child frees the wordlock, which another thread may have held (a name or
+ * group that thread was changing at that moment may be missing in the child).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +37,16 @@ static struct kli_wordlock name_lock = KLI_WORDLOCK_INIT;
 /* Registered lock groups (under name_lock) and how many. */
 static struct kli_lock_group *group_list;
 static _Atomic unsigned long group_count;
+
+static void names_atfork_child(void)
+{
+	atomic_store_explicit(&name_lock.v, 0, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void names_fork_init(void)
+{
+	pthread_atfork(NULL, NULL, names_atfork_child);
+}
 
 static unsigned name_bucket(const void *lock)
 {

@@ -11,7 +11,17 @@
  * collide with it. The record may have been recycled by then - records are type-stable
  * (thread.h) and a parked thread re-checks park_state after every return from kl_wait(),
  * so a late kl_wake() is at worst spurious.
+ *
+ * fork(): in the child only the forking thread exists, and it was not parked (it was
+ * calling fork()). So every queued record belongs to a thread that is gone, and a bucket
+ * lock may be held by one. The child handler empties every queue and frees every bucket
+ * lock: an unlock in the child then finds nobody to hand a lock to (a mutex's PARKED bit
+ * is cleared by the unpark callback that finds the queue empty), instead of handing it to
+ * a thread that will never run. Ghost records are never recycled (thread.c), so nothing
+ * else points into the emptied queues.
  */
+#include <pthread.h>
+
 #include "park.h"
 #include "wordlock.h"
 
@@ -31,6 +41,21 @@ struct park_bucket {
 } KL_PADDED;
 
 static struct park_bucket buckets[PARK_BUCKETS];
+
+/* fork() child: every queued thread is gone; every bucket lock is free (see the top). */
+static void park_atfork_child(void)
+{
+	for (unsigned i = 0; i < PARK_BUCKETS; i++) {
+		atomic_store_explicit(&buckets[i].lock.v, 0, memory_order_relaxed);
+		buckets[i].head = NULL;
+		buckets[i].tail = NULL;
+	}
+}
+
+__attribute__((constructor)) static void park_fork_init(void)
+{
+	pthread_atfork(NULL, NULL, park_atfork_child);
+}
 
 static struct park_bucket *bucket_of(const void *key)
 {

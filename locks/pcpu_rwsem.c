@@ -90,7 +90,9 @@
  * calls: ~4x an uncontended kl_rwlock read here) for PCPU_LAZY_NS; a steady stream of
  * writes less than that apart keeps them there - use kl_rwlock for such loads.
  * Threads whose rseq registration failed (none in practice) always take the slow path.
- * No write_trylock (Linux has none either).
+ * write_trylock (Linux has none) pays what a first writer pays - a grace period when
+ * readers are on the fast path - even when it fails because readers are inside, and
+ * leaves readers slow for PCPU_LAZY_NS after: a try loop against long readers is costly.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -782,9 +784,53 @@ static KL_NOINLINE void pcpu_unlock_slow(struct kl_pcpu_rwsem *sem)
 	while (c.again);
 }
 
-void kl_pcpu_rwsem_write_unlock(struct kl_pcpu_rwsem *sem)
+/* Gives `block` up: to the next queued waiters (a run of readers, or one writer), or
+ * clears it when nobody waits (H). */
+static void pcpu_release_block(struct kl_pcpu_rwsem *sem)
 {
 	uint32_t b = PCPU_BLOCK;
+
+	if (!atomic_compare_exchange_strong_explicit(&sem->block, &b, 0,
+						     memory_order_release, /* H */
+						     memory_order_relaxed))
+		pcpu_unlock_slow(sem);
+}
+
+/* Takes `block` and finds no reader inside, or undoes what it did. */
+static bool pcpu_write_try(struct kl_pcpu_rwsem *sem, struct pcpu_slot *slots)
+{
+	uint32_t zero = 0;
+
+	rcu_sync_enter(sem);
+	if (atomic_compare_exchange_strong_explicit(&sem->block, &zero, PCPU_BLOCK,
+						    memory_order_seq_cst, /* D */
+						    memory_order_relaxed)) {
+		if (pcpu_sum(slots) == 0)
+			return true;
+		/* Readers inside: readers that backed out meanwhile may have queued. */
+		pcpu_release_block(sem);
+	}
+	rcu_sync_exit(sem);
+	return false;
+}
+
+bool kl_pcpu_rwsem_write_trylock(struct kl_pcpu_rwsem *sem)
+{
+	bool ok = false;
+
+	kli_hook_acquire(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_TRY, KLI_SITE());
+	/* A writer holds or drains it: fail without paying a grace period. */
+	if (atomic_load_explicit(&sem->block, memory_order_relaxed) == 0)
+		ok = pcpu_write_try(sem, pcpu_slots(sem));
+	if (ok)
+		atomic_store_explicit(&sem->owner, (uintptr_t)kli_self(), memory_order_relaxed);
+	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED),
+			  KLI_SITE());
+	return ok;
+}
+
+void kl_pcpu_rwsem_write_unlock(struct kl_pcpu_rwsem *sem)
+{
 
 #if KLOCK_DEBUG_LOCKS
 	if (atomic_load_explicit(&sem->owner, memory_order_relaxed) != (uintptr_t)kli_self()) {
@@ -797,10 +843,7 @@ void kl_pcpu_rwsem_write_unlock(struct kl_pcpu_rwsem *sem)
 #endif
 	kli_hook_release(sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 	atomic_store_explicit(&sem->owner, 0, memory_order_relaxed);
-	if (!atomic_compare_exchange_strong_explicit(&sem->block, &b, 0,
-						     memory_order_release, /* H */
-						     memory_order_relaxed))
-		pcpu_unlock_slow(sem);
+	pcpu_release_block(sem);
 	rcu_sync_exit(sem);
 	kli_hook_released(sem, KLI_KIND_PCPU_RWSEM, 0);
 }

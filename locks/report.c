@@ -65,7 +65,7 @@ void kli_report(const char *what, const char *kind, const void *lock, const void
 
 	atomic_fetch_add_explicit(&report_count, 1, memory_order_relaxed);
 	kli_lock_describe(lock, kind, desc, sizeof(desc));
-	kli_symbolize(caller, site, sizeof(site));
+	kli_symbolize(kli_site(caller), site, sizeof(site));
 	n = snprintf(line, sizeof(line), "klock: %s: %s from %s%s%s%s\n", what, desc, site,
 		     detail != NULL ? " (" : "", detail != NULL ? detail : "",
 		     detail != NULL ? ")" : "");

@@ -12,12 +12,25 @@
  * hooks and recycles the record. If a later destructor of the program takes a klock lock,
  * kli_self() attaches again and the key is re-armed (POSIX re-runs destructors, up to
  * PTHREAD_DESTRUCTOR_ITERATIONS rounds). The main thread's record is never recycled.
+ *
+ * Attaching calls nothing that could take a pthread mutex before the record is set: under
+ * libklock-preload pthread mutexes are klock locks, so a malloc() that locks one (jemalloc
+ * does) would re-enter kli_self() on this thread with no record and recurse forever.
+ * Records come from mmap()ed slabs (no malloc), kli_tls_self is set first, and only then
+ * do kli_init() and the pthread key run; a lock taken from inside them finds the record.
+ *
+ * fork(): only the forking thread lives on in the child. The other records stay as they
+ * are, marked not live and NEVER recycled: their addresses may still name the owner of a
+ * lock that thread held (glibc too leaves such a lock held forever), or sit in a mutex's
+ * spinner queue, and handing them to a new thread would make it the owner of a lock it
+ * never took. A child leaks one record per thread its parent had; it usually execs.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 #include "thread.h"
@@ -25,6 +38,8 @@
 
 /* Subsystems that can register exit hooks. */
 #define MAX_EXIT_HOOKS 8
+/* Records carved from each mmap()ed slab. */
+#define SLAB_RECORDS 64
 
 __thread struct kli_thread *kli_tls_self __attribute__((tls_model("initial-exec")));
 
@@ -41,20 +56,17 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 static void thread_detach(void *arg);
 
-/* fork() child: only the forking thread survives. Recycle every other record (their
- * owners do not exist here) and reset the free-list lock, which another thread may have
- * held at the fork. */
+/* fork() child: only the forking thread survives. The others' records are marked not
+ * live but kept off the free list (see the top of this file), and the free-list lock,
+ * which another thread may have held at the fork, is reset. */
 static void atfork_child(void)
 {
 	struct kli_thread *self = kli_tls_self;
 
 	atomic_store_explicit(&free_lock.v, 0, memory_order_relaxed);
 	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		if (t == self || !atomic_load_explicit(&t->live, memory_order_relaxed))
-			continue;
-		atomic_store_explicit(&t->live, false, memory_order_relaxed);
-		t->free_next = free_head;
-		free_head = t;
+		if (t != self)
+			atomic_store_explicit(&t->live, false, memory_order_relaxed);
 	}
 }
 
@@ -67,16 +79,56 @@ static void key_init(void)
 	}
 }
 
-static struct kli_thread *record_alloc(void)
+/* The unused part of the current slab; under free_lock. */
+static struct kli_thread *slab_next;
+static unsigned slab_left;
+
+/* LeakSanitizer does not scan mmap()ed memory, and records hold the only pointers to
+ * per-thread data (lockstat's tables): sanitizer builds register each slab as a root. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SLAB_LSAN_ROOT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define SLAB_LSAN_ROOT 1
+#endif
+#endif
+#ifndef SLAB_LSAN_ROOT
+#define SLAB_LSAN_ROOT 0
+#endif
+#if SLAB_LSAN_ROOT
+#include <sanitizer/lsan_interface.h>
+#endif
+
+/* A zeroed record from a slab (mmap memory is zero and KL_ARCH_PAD-aligned). Caller holds
+ * free_lock. */
+static struct kli_thread *slab_take(void)
 {
-	struct kli_thread *t = aligned_alloc(KL_ARCH_PAD, sizeof(*t));
+	if (slab_left == 0) {
+		void *p = mmap(NULL, SLAB_RECORDS * sizeof(struct kli_thread),
+			       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED) {
+			static const char msg[] = "klock: out of memory for a thread record\n";
+
+			if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+				/* nothing better to do */
+			}
+			abort();
+		}
+#if SLAB_LSAN_ROOT
+		__lsan_register_root_region(p, SLAB_RECORDS * sizeof(struct kli_thread));
+#endif
+		slab_next = p;
+		slab_left = SLAB_RECORDS;
+	}
+	slab_left--;
+	return slab_next++;
+}
+
+static struct kli_thread *record_alloc(struct kli_thread *t)
+{
 	struct kli_thread *head;
 
-	if (t == NULL) {
-		fputs("klock: out of memory for a thread record\n", stderr);
-		abort();
-	}
-	memset(t, 0, sizeof(*t));
 	t->index = atomic_fetch_add_explicit(&all_count, 1, memory_order_relaxed);
 	head = atomic_load_explicit(&all_head, memory_order_relaxed);
 	do {
@@ -91,25 +143,28 @@ static struct kli_thread *record_get(void)
 {
 	struct kli_thread *t;
 
+	struct kli_thread *fresh = NULL;
+
 	kli_wordlock_lock(&free_lock);
 	t = free_head;
 	if (t != NULL)
 		free_head = t->free_next;
+	else
+		fresh = slab_take();
 	kli_wordlock_unlock(&free_lock);
-	return t != NULL ? t : record_alloc();
+	return t != NULL ? t : record_alloc(fresh);
 }
 
 struct kli_thread *kli_thread_attach(void)
 {
-	struct kli_thread *t;
+	struct kli_thread *t = record_get();
 
-	kli_init();
-	pthread_once(&key_once, key_init);
-	t = record_get();
 	t->tid = (pid_t)syscall(SYS_gettid);
 	t->free_next = NULL;
 	atomic_store_explicit(&t->live, true, memory_order_release);
-	kli_tls_self = t;
+	kli_tls_self = t;	/* first: what follows may take a klock lock (see the top) */
+	kli_init();
+	pthread_once(&key_once, key_init);
 	pthread_setspecific(self_key, t);
 	return t;
 }

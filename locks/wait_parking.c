@@ -10,6 +10,9 @@
  * the waiter is already queued when the waker looks: no lost wake-up. The bucket mutex's
  * acquire/release orders the waker's store before the waiter's load (P1/P2).
  *
+ * fork(): the child re-initialises every bucket mutex (another thread may have held one)
+ * and empties the queues (their waiters were other threads, which are gone).
+ *
  * Limits: only wakes that go through kl_wake() are seen, and waits are process-private.
  * Under libklock-preload, pthread_mutex is klock itself, so the preload library needs the
  * futex backend (Linux) - see docs/preload.md.
@@ -44,6 +47,20 @@ static void buckets_init(void)
 {
 	for (unsigned i = 0; i < PARK_BUCKETS; i++)
 		pthread_mutex_init(&buckets[i].lock, NULL);
+}
+
+static void parking_atfork_child(void)
+{
+	for (unsigned i = 0; i < PARK_BUCKETS; i++) {
+		pthread_mutex_init(&buckets[i].lock, NULL);
+		buckets[i].head = NULL;
+		buckets[i].tail = NULL;
+	}
+}
+
+__attribute__((constructor)) static void parking_fork_init(void)
+{
+	pthread_atfork(NULL, NULL, parking_atfork_child);
 }
 
 static struct park_bucket *bucket_of(const void *addr)

@@ -84,6 +84,15 @@ static inline long klt_scaled(long n)
 	return v > 0 ? v : 1;
 }
 
+/* False where a forked child of a threaded process cannot start threads of its own: the
+ * cross builds' runner, qemu-user, aborts there (KLTEST_NO_FORK_THREADS=1, set by meson). */
+static inline bool klt_fork_threads_ok(void)
+{
+	const char *v = getenv("KLTEST_NO_FORK_THREADS");
+
+	return v == NULL || strcmp(v, "1") != 0;
+}
+
 /* A reusable start line: every thread waits until all have arrived. */
 struct klt_barrier {
 	pthread_mutex_t m;

@@ -131,6 +131,46 @@ static void test_pcpu_rwsem_trylock_semantics(void **state)
 	assert_int_equal(kl_pcpu_rwsem_destroy(&sem), 0);
 }
 
+static void *peer_try_write(void *arg)
+{
+	struct peer *p = arg;
+
+	p->ok = kl_pcpu_rwsem_write_trylock(p->sem);
+	if (p->ok)
+		kl_pcpu_rwsem_write_unlock(p->sem);
+	return NULL;
+}
+
+static bool try_write_from_other_thread(struct kl_pcpu_rwsem *sem)
+{
+	struct peer p = { .sem = sem };
+
+	klt_run_threads(1, peer_try_write, &p, 0);
+	return p.ok;
+}
+
+static void test_pcpu_rwsem_write_trylock_fails_while_held_and_undoes_itself(void **state)
+{
+	struct kl_pcpu_rwsem sem;
+
+	(void)state;
+	assert_int_equal(kl_pcpu_rwsem_init(&sem), 0);
+	assert_true(kl_pcpu_rwsem_write_trylock(&sem)); /* free: taken */
+	assert_false(try_from_other_thread(&sem));      /* and it excludes readers */
+	assert_false(try_write_from_other_thread(&sem)); /* and writers */
+	assert_false(kl_pcpu_rwsem_write_trylock(&sem)); /* the owner's own try fails */
+	kl_pcpu_rwsem_write_unlock(&sem);
+	kl_pcpu_rwsem_read_lock(&sem);
+	assert_false(try_write_from_other_thread(&sem)); /* a reader is inside */
+	assert_false(kl_pcpu_rwsem_write_trylock(&sem)); /* even our own read hold */
+	assert_true(try_from_other_thread(&sem));        /* the failed tries left no block */
+	kl_pcpu_rwsem_read_unlock(&sem);
+	assert_true(try_write_from_other_thread(&sem));
+	kl_pcpu_rwsem_write_lock(&sem);                  /* nor a burst count behind */
+	kl_pcpu_rwsem_write_unlock(&sem);
+	assert_int_equal(kl_pcpu_rwsem_destroy(&sem), 0);
+}
+
 static void test_pcpu_rwsem_destroy_refuses_a_held_semaphore(void **state)
 {
 	struct kl_pcpu_rwsem sem;
@@ -641,6 +681,7 @@ int main(void)
 		T(test_pcpu_rwsem_fast_path_mode_follows_environment),
 		T(test_pcpu_rwsem_static_initializer_works),
 		T(test_pcpu_rwsem_trylock_semantics),
+		T(test_pcpu_rwsem_write_trylock_fails_while_held_and_undoes_itself),
 		T(test_pcpu_rwsem_destroy_refuses_a_held_semaphore),
 		T(test_pcpu_rwsem_many_readers_share),
 		T(test_pcpu_rwsem_writer_excludes_readers_and_writers),

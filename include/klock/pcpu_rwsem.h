@@ -105,6 +105,17 @@ KL_API void kl_pcpu_rwsem_read_unlock(struct kl_pcpu_rwsem *sem) KL_NONNULL(1);
 KL_API void kl_pcpu_rwsem_write_lock(struct kl_pcpu_rwsem *sem) KL_NONNULL(1);
 
 /**
+ * kl_pcpu_rwsem_write_trylock - take @sem exclusive if no writer holds or waits for it and
+ * no reader is inside; true on success. Never sleeps, but when readers are on the fast
+ * path it pays a grace period (membarrier) first, success or not, and a failure leaves
+ * readers on the slow path for a while: do not poll it in a tight loop. Fails (false) on
+ * the caller's own write hold; on its own read hold it fails too (never deadlocks). Not
+ * from signal handlers.
+ */
+KL_API bool kl_pcpu_rwsem_write_trylock(struct kl_pcpu_rwsem *sem) KL_NONNULL(1)
+	KL_WARN_UNUSED;
+
+/**
  * kl_pcpu_rwsem_write_unlock - release the write hold; hands the semaphore to the next
  * queued waiters in FIFO order (a run of readers, or one writer). Never blocks. Only the
  * owner may unlock (debug builds report otherwise).

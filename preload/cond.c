@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * preload/cond.c - the pthread_cond_* interposers (the design is in preload/preload.c).
+ *
+ * A condvar is glibc's (forwarded) when created process-shared - glibc's __wrefs bit 0,
+ * which klock's state never covers - or under KLOCK_MUTEX=pthread; otherwise it is
+ * klock's, including every statically initialised or zero-filled one. A klock condvar
+ * waits in one of two ways, chosen per wait by the mutex:
+ *
+ *   kl_cond      the mutex is a kl_mutex (KLOCK_MUTEX=adaptive, any pthread type):
+ *                kl_cond_wait()/timedwait(); broadcast requeues onto the mutex.
+ *   generic      any other mutex (glibc's forwarded ones; kl_ticket, kl_mcs): the waiter
+ *                counts itself in `gwaiters` (holding the mutex: G1), queues on the
+ *                parking lot under the key &gwaiters, and releases the mutex in the
+ *                queue's before_sleep callback - after it is queued, so a signal sent
+ *                once the mutex is free finds it (no lost wake-up). Signal unparks the
+ *                longest waiter and counts it out under the bucket lock; broadcast wakes
+ *                them all. A woken waiter never touches the condvar again, so the usual
+ *                "broadcast, then destroy and free" is safe.
+ *
+ * Signal and broadcast do both kinds' work: each is one load when that kind has no
+ * waiters. Waiters that time out while still queued count themselves out.
+ *
+ * Ordering: G1 the waiter's release increment of gwaiters, under the mutex, pairs with G2,
+ * the signaller's acquire load: a signaller that changed the predicate under the mutex
+ * after the waiter released it sees the count (the mutex orders them), as kl_cond's V1/V2.
+ */
+#include <string.h>
+
+#include "klp.h"
+#include "park.h"
+
+/* glibc's __kind: the type with its robust/PI/PP bits (without process-shared). */
+#define GLIBC_KIND_TYPE 127
+
+static inline struct klp_cond *C(pthread_cond_t *c)
+{
+	return (struct klp_cond *)(void *)c;
+}
+
+/* glibc's: process-shared, or every condvar under KLOCK_MUTEX=pthread. */
+static inline bool cond_is_glibc(struct klp_cond *c)
+{
+	return (atomic_load_explicit(&c->attr, memory_order_relaxed) & KLP_COND_PSHARED) ||
+	       klp_config()->mutex_impl == KLP_I_PTHREAD;
+}
+
+static clockid_t cond_clock(struct klp_cond *c)
+{
+	return (atomic_load_explicit(&c->attr, memory_order_relaxed) & KLP_COND_MONOTONIC) ?
+		CLOCK_MONOTONIC : CLOCK_REALTIME;
+}
+
+/* ---- the generic path ---------------------------------------------------------------- */
+
+struct gen_wait {
+	pthread_mutex_t *pm;
+	uint64_t tag;       /* the mutex's klock tag, or 0 for glibc's */
+};
+
+static void gen_release(struct gen_wait *g)
+{
+	if (g->tag == 0)
+		KLP_REAL(pthread_mutex_unlock)(g->pm);
+	else
+		klp_mutex_unlock_raw((struct klp_mutex *)(void *)g->pm, g->tag);
+}
+
+/* before_sleep: we are queued; now let the signaller in. */
+static void gen_before_sleep(void *arg)
+{
+	gen_release(arg);
+}
+
+static int gen_reacquire(struct gen_wait *g)
+{
+	if (g->tag == 0)
+		return KLP_REAL(pthread_mutex_lock)(g->pm); /* EOWNERDEAD comes back, as glibc */
+	klp_mutex_lock_raw((struct klp_mutex *)(void *)g->pm, g->tag);
+	return 0;
+}
+
+/* Whether the caller holds @g's mutex: glibc records the owner's tid in __owner for
+ * every type it implements. */
+static bool gen_owned(struct gen_wait *g)
+{
+	if (g->tag != 0)
+		return klp_mutex_owned((struct klp_mutex *)(void *)g->pm, g->tag);
+	return atomic_load_explicit((_Atomic int *)(void *)&g->pm->__data.__owner,
+				    memory_order_relaxed) == kli_self()->tid;
+}
+
+/* Counted out by whoever dequeues us (G: under the bucket lock). */
+static uintptr_t gen_signal_cb(const struct kli_unpark_result *r, void *arg)
+{
+	struct klp_cond *c = arg;
+
+	if (r->unparked)
+		atomic_fetch_sub_explicit(&c->gwaiters, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Waits on @c's generic queue; @mono NULL = no deadline. 0, ETIMEDOUT, or the relock's
+ * error. The caller holds the mutex, which is held again on return. */
+static int gen_wait(struct klp_cond *c, struct gen_wait *g, const struct timespec *mono)
+{
+	struct kli_thread *self = kli_self();
+	struct kli_park_req req = { .key = &c->gwaiters, .before_sleep = gen_before_sleep,
+				    .arg = g, .abstime = mono };
+	uintptr_t token;
+	int err = 0, r;
+
+	/* G1: release, pairs with G2 in the signallers. */
+	atomic_fetch_add_explicit(&c->gwaiters, 1, memory_order_release);
+	if (kli_park(&req, &token) == KLI_PARK_TIMEDOUT) {
+		err = ETIMEDOUT;
+		if (atomic_load_explicit(&self->park_key, memory_order_relaxed) == &c->gwaiters)
+			atomic_fetch_sub_explicit(&c->gwaiters, 1, memory_order_relaxed);
+	}
+	r = gen_reacquire(g);
+	return r != 0 ? r : err;
+}
+
+static void gen_signal(struct klp_cond *c)
+{
+	if (atomic_load_explicit(&c->gwaiters, memory_order_acquire) != 0) /* G2 */
+		kli_unpark_one(&c->gwaiters, gen_signal_cb, c);
+}
+
+static void gen_broadcast(struct klp_cond *c)
+{
+	unsigned n;
+
+	if (atomic_load_explicit(&c->gwaiters, memory_order_acquire) == 0) /* G2 */
+		return;
+	n = kli_unpark_all(&c->gwaiters, 0);
+	atomic_fetch_sub_explicit(&c->gwaiters, n, memory_order_relaxed);
+}
+
+/* ---- one wait, any kind ------------------------------------------------------------------ */
+
+/* A glibc condvar with a klock mutex: glibc would release the mutex with its own internal
+ * functions and corrupt it. */
+static int cond_mismatch(pthread_cond_t *pc, pthread_mutex_t *pm)
+{
+	char detail[160];
+
+	snprintf(detail, sizeof(detail),
+		 "its mutex %p is a klock (process-private) mutex; glibc's condvar cannot "
+		 "release it: make both process-shared", (void *)pm);
+	kli_report("process-shared condvar used with a process-private mutex", "cond", pc,
+		   KLI_SITE(), detail);
+	return EINVAL;
+}
+
+/* A wait with a kl_mutex: the whole recursion is released and restored. */
+static int cond_wait_kl(struct klp_cond *c, struct klp_mutex *m, const struct timespec *mono)
+{
+	uint32_t depth = m->depth;
+	int err = 0;
+
+	m->depth = 0;
+	if (mono == NULL)
+		kl_cond_wait(&c->kc, &m->u.adaptive);
+	else
+		err = kl_cond_timedwait(&c->kc, &m->u.adaptive, mono);
+	m->depth = depth;
+	return err;
+}
+
+/* One sleep of a klock condvar wait; 0, ETIMEDOUT (this slice ended), or an error. */
+static int cond_sleep(struct klp_cond *c, pthread_mutex_t *pm, uint64_t t,
+		      const struct timespec *mono)
+{
+	struct klp_mutex *m = (struct klp_mutex *)(void *)pm;
+	struct gen_wait g = { pm, t };
+	uint32_t depth;
+	int err;
+
+	if (t != 0 && KLP_TAG_IMPL(t) == KLP_I_ADAPTIVE)
+		return cond_wait_kl(c, m, mono);
+	depth = t != 0 ? m->depth : 0;
+	if (t != 0)
+		m->depth = 0;
+	err = gen_wait(c, &g, mono);
+	if (t != 0)
+		m->depth = depth;
+	return err;
+}
+
+/* The checks glibc makes before it waits: EINVAL, EPERM. */
+static int cond_check(pthread_mutex_t *pm, uint64_t t)
+{
+	struct gen_wait g = { pm, t };
+
+	if (t & KLP_TAG_DESTROYED)
+		return EINVAL;
+	if (t != 0 && KLP_TAG_KIND(t) == KLP_K_NORMAL)
+		return 0; /* undefined without the mutex: kl_cond reports it */
+	if (t == 0 && (atomic_load_explicit((_Atomic int *)(void *)&pm->__data.__kind,
+					    memory_order_relaxed) & GLIBC_KIND_TYPE) ==
+		      PTHREAD_MUTEX_NORMAL)
+		return 0; /* glibc does not check a plain (process-shared) NORMAL mutex either */
+	return gen_owned(&g) ? 0 : EPERM;
+}
+
+/* A klock condvar's wait with an optional deadline @d (NULL: none). */
+static int cond_wait_klock(struct klp_cond *c, pthread_mutex_t *pm, const struct klp_deadline *d)
+{
+	uint64_t t = klp_mutex_tag((struct klp_mutex *)(void *)pm);
+	struct timespec mono;
+	bool last = true;
+	int err = cond_check(pm, t);
+
+	if (err != 0)
+		return err;
+	if (d == NULL)
+		return cond_sleep(c, pm, t, NULL);
+	err = klp_deadline_slice(d, &mono, &last);
+	if (err == EINVAL)
+		return EINVAL;
+	if (err == ETIMEDOUT) /* passed: release and retake the mutex, as glibc does */
+		mono = (struct timespec){ 0, 0 };
+	err = cond_sleep(c, pm, t, &mono);
+	if (err == ETIMEDOUT && !last && !klp_deadline_passed(d))
+		return 0; /* a slice ended: a spurious wake-up for the caller (preload.c) */
+	return err;
+}
+
+/* ---- the interposers ---------------------------------------------------------------------- */
+
+KLP_EXPORT int pthread_cond_init(pthread_cond_t *pc, const pthread_condattr_t *attr)
+{
+	struct klp_cond *c = C(pc);
+	int pshared = PTHREAD_PROCESS_PRIVATE;
+	clockid_t clock = CLOCK_REALTIME;
+
+	KLP_ENTER();
+	if (attr != NULL) {
+		pthread_condattr_getpshared(attr, &pshared);
+		pthread_condattr_getclock(attr, &clock);
+	}
+	if (pshared != PTHREAD_PROCESS_PRIVATE || klp_config()->mutex_impl == KLP_I_PTHREAD)
+		return KLP_REAL(pthread_cond_init)(pc, attr);
+	memset(pc, 0, sizeof(*pc));
+	kl_cond_init(&c->kc);
+	atomic_store_explicit(&c->attr, clock == CLOCK_MONOTONIC ? KLP_COND_MONOTONIC : 0,
+			      memory_order_relaxed);
+	return 0;
+}
+
+KLP_EXPORT int pthread_cond_destroy(pthread_cond_t *pc)
+{
+	struct klp_cond *c = C(pc);
+
+	KLP_ENTER();
+	if (cond_is_glibc(c))
+		return KLP_REAL(pthread_cond_destroy)(pc);
+	if (atomic_load_explicit(&c->gwaiters, memory_order_relaxed) != 0)
+		return EBUSY;
+	return kl_cond_destroy(&c->kc);
+}
+
+KLP_EXPORT int pthread_cond_wait(pthread_cond_t *pc, pthread_mutex_t *pm)
+{
+	struct klp_cond *c = C(pc);
+
+	KLP_ENTER();
+	if (cond_is_glibc(c)) {
+		if (klp_mutex_tag((struct klp_mutex *)(void *)pm) != 0)
+			return cond_mismatch(pc, pm);
+		return KLP_REAL(pthread_cond_wait)(pc, pm);
+	}
+	return cond_wait_klock(c, pm, NULL);
+}
+
+KLP_EXPORT int pthread_cond_timedwait(pthread_cond_t *pc, pthread_mutex_t *pm,
+				      const struct timespec *abstime)
+{
+	struct klp_cond *c = C(pc);
+	struct klp_deadline d;
+
+	KLP_ENTER();
+	if (cond_is_glibc(c)) {
+		if (klp_mutex_tag((struct klp_mutex *)(void *)pm) != 0)
+			return cond_mismatch(pc, pm);
+		return KLP_REAL(pthread_cond_timedwait)(pc, pm, abstime);
+	}
+	d = (struct klp_deadline){ cond_clock(c), abstime };
+	return cond_wait_klock(c, pm, &d);
+}
+
+KLP_EXPORT int pthread_cond_clockwait(pthread_cond_t *pc, pthread_mutex_t *pm, clockid_t clock,
+				      const struct timespec *abstime)
+{
+	struct klp_cond *c = C(pc);
+	struct klp_deadline d = { clock, abstime };
+
+	KLP_ENTER();
+	if (cond_is_glibc(c)) {
+		if (klp_mutex_tag((struct klp_mutex *)(void *)pm) != 0)
+			return cond_mismatch(pc, pm);
+		return KLP_REAL(pthread_cond_clockwait)(pc, pm, clock, abstime);
+	}
+	if (!klp_clock_ok(clock))
+		return EINVAL;
+	return cond_wait_klock(c, pm, &d);
+}
+
+KLP_EXPORT int pthread_cond_signal(pthread_cond_t *pc)
+{
+	struct klp_cond *c = C(pc);
+
+	KLP_ENTER();
+	if (cond_is_glibc(c))
+		return KLP_REAL(pthread_cond_signal)(pc);
+	kl_cond_signal(&c->kc);
+	gen_signal(c);
+	return 0;
+}
+
+KLP_EXPORT int pthread_cond_broadcast(pthread_cond_t *pc)
+{
+	struct klp_cond *c = C(pc);
+
+	KLP_ENTER();
+	if (cond_is_glibc(c))
+		return KLP_REAL(pthread_cond_broadcast)(pc);
+	kl_cond_broadcast(&c->kc);
+	gen_broadcast(c);
+	return 0;
+}

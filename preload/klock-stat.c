@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * preload/klock-stat.c - `klock-stat [options] -- command [args]`: run a command with
+ * klock's locks and lockstat in place of its pthread locks, and print where its threads
+ * waited (NetBSD's `lockstat command`, for one unmodified program).
+ *
+ * How: the command runs with LD_PRELOAD=libklock-preload.so (found next to this program:
+ * the build tree, or the installed libdir), KLOCK_LOCKSTAT=<report options> and
+ * KLOCK_LOCKSTAT_FILE=<private directory>/ls.%p, so every process of the command (a
+ * shell script's children too) writes its lockstat report there when it exits. Then
+ * klock-stat prints the reports of the processes that waited for a lock (all of them
+ * with --all), the command's own first, and exits with the command's status (128 + the
+ * signal number if a signal ended it, as shells do). While the command runs, SIGINT and
+ * SIGQUIT are left to it, as time(1) does.
+ *
+ * A process writes its report from atexit(): one that ends with _exit() or is killed
+ * writes none; setuid and statically linked programs ignore LD_PRELOAD. klock-stat says so
+ * when no report came back.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef KLOCK_STAT_LOCKSTAT
+#define KLOCK_STAT_LOCKSTAT 1
+#endif
+#ifndef KLOCK_STAT_LIBREL
+#define KLOCK_STAT_LIBREL "../lib"
+#endif
+#ifndef KLOCK_STAT_LIBDIR
+#define KLOCK_STAT_LIBDIR "/usr/local/lib"
+#endif
+#define PRELOAD_NAME "libklock-preload.so"
+/* Reports klock-stat will collect from one command (one per process). */
+#define MAX_REPORTS 4096
+/* The most processes' pids listed in the summary line. */
+#define REPORT_CHUNK 65536
+
+struct opts {
+	const char *output;      /* -o */
+	bool json, count, locks, all;
+	unsigned top;
+	const char *mutex, *rwlock, *preload;
+};
+
+struct report {
+	long pid;
+	char *text;
+	bool waited;             /* it recorded a contended or failed acquisition */
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: klock-stat [options] [--] command [args...]\n"
+	      "Runs command with klock's locks in place of its pthread locks (libklock-preload)\n"
+	      "and prints klock's lockstat report for every process of it that waited for a\n"
+	      "lock. The exit status is the command's.\n"
+	      "  -o, --output FILE    write the report to FILE (default: standard error)\n"
+	      "  -j, --json           JSON: {\"klock_stat\":1, \"processes\":[{\"pid\":..,\"report\":..}]}\n"
+	      "  -s, --sort KEY       rank locks by wait time (time, the default) or by count\n"
+	      "  -n, --top N          at most N locks per section\n"
+	      "  -l, --locks          one row per lock, no per-caller rows\n"
+	      "  -a, --all            also report processes that never waited\n"
+	      "  -m, --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
+	      "  -r, --rwlock IMPL    KLOCK_RWLOCK for the command: rwlock, pcpu_rwsem, pthread\n"
+	      "  -p, --preload PATH   the interposer library to use\n"
+	      "  -h, --help           this text\n", f);
+}
+
+static void die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "klock-stat: ");
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	exit(127);
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "output", required_argument, NULL, 'o' }, { "json", no_argument, NULL, 'j' },
+		{ "sort", required_argument, NULL, 's' }, { "top", required_argument, NULL, 'n' },
+		{ "locks", no_argument, NULL, 'l' }, { "all", no_argument, NULL, 'a' },
+		{ "mutex", required_argument, NULL, 'm' }, { "rwlock", required_argument, NULL, 'r' },
+		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	long n;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+o:js:n:lam:r:p:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'o': o->output = optarg; break;
+		case 'j': o->json = true; break;
+		case 'l': o->locks = true; break;
+		case 'a': o->all = true; break;
+		case 'm': o->mutex = optarg; break;
+		case 'r': o->rwlock = optarg; break;
+		case 'p': o->preload = optarg; break;
+		case 's':
+			if (strcmp(optarg, "count") != 0 && strcmp(optarg, "time") != 0)
+				die("--sort: expected time or count, not '%s'", optarg);
+			o->count = strcmp(optarg, "count") == 0;
+			break;
+		case 'n':
+			n = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || n < 0 || n > INT_MAX)
+				die("--top: not a count: '%s'", optarg);
+			o->top = (unsigned)n;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(127);
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		exit(127);
+	}
+	return optind;
+}
+
+/* libklock-preload.so next to this program (build tree), or where it is installed. */
+static char *find_preload(const struct opts *o)
+{
+	char exe[PATH_MAX], cand[PATH_MAX + 64], *slash;
+	ssize_t n;
+	const char *dirs[3];
+
+	if (o->preload != NULL) {
+		if (realpath(o->preload, cand) == NULL)
+			die("--preload %s: no such library", o->preload);
+		return strdup(cand);
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		die("cannot find my own path (%s)", strerror(errno));
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	*slash = '\0';
+	dirs[0] = "";
+	dirs[1] = "/" KLOCK_STAT_LIBREL;
+	dirs[2] = NULL;
+	for (int i = 0; i < 2; i++) {
+		snprintf(cand, sizeof(cand), "%s%s/%s", exe, dirs[i], PRELOAD_NAME);
+		if (access(cand, R_OK) == 0 && realpath(cand, exe) != NULL)
+			return strdup(exe);
+	}
+	snprintf(cand, sizeof(cand), "%s/%s", KLOCK_STAT_LIBDIR, PRELOAD_NAME);
+	if (access(cand, R_OK) == 0)
+		return strdup(cand);
+	die("cannot find " PRELOAD_NAME " next to klock-stat or in %s (use --preload)",
+	    KLOCK_STAT_LIBDIR);
+	return NULL;
+}
+
+static void set_env(const struct opts *o, const char *preload, const char *dir)
+{
+	char buf[PATH_MAX * 2];
+	const char *old = getenv("LD_PRELOAD");
+
+	if (old != NULL && old[0] != '\0')
+		snprintf(buf, sizeof(buf), "%s:%s", preload, old);
+	else
+		snprintf(buf, sizeof(buf), "%s", preload);
+	setenv("LD_PRELOAD", buf, 1);
+	snprintf(buf, sizeof(buf), "%s,%s,%s", o->json ? "json" : "text",
+		 o->count ? "count" : "time", o->locks ? "locks" : "callers");
+	if (o->top != 0)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",top=%u", o->top);
+	setenv("KLOCK_LOCKSTAT", buf, 1);
+	snprintf(buf, sizeof(buf), "%s/ls.%%p", dir);
+	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);
+	if (o->mutex != NULL)
+		setenv("KLOCK_MUTEX", o->mutex, 1);
+	if (o->rwlock != NULL)
+		setenv("KLOCK_RWLOCK", o->rwlock, 1);
+}
+
+/* Runs the command (its pid into *@pidp); its wait status. */
+static int run(char **argv, pid_t *pidp)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN }, oint, oquit;
+	int status;
+	pid_t pid;
+
+	sigaction(SIGINT, &ign, &oint);
+	sigaction(SIGQUIT, &ign, &oquit);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		sigaction(SIGINT, &oint, NULL);
+		sigaction(SIGQUIT, &oquit, NULL);
+		execvp(argv[0], argv);
+		fprintf(stderr, "klock-stat: %s: %s\n", argv[0], strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	*pidp = pid;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid: %s", strerror(errno));
+	sigaction(SIGINT, &oint, NULL);
+	sigaction(SIGQUIT, &oquit, NULL);
+	return status;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+
+	if (f == NULL)
+		return NULL;
+	do {
+		if (cap - len < REPORT_CHUNK) {
+			cap += REPORT_CHUNK;
+			buf = realloc(buf, cap + 1);
+			if (buf == NULL)
+				die("%s", "out of memory");
+		}
+		n = fread(buf + len, 1, cap - len, f);
+		len += n;
+	} while (n > 0);
+	fclose(f);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* Whether a report (text or JSON) recorded any wait. */
+static bool report_waited(const char *r)
+{
+	return strstr(r, "Contended acquisitions: 0, failed attempts: 0,") == NULL &&
+	       !(strstr(r, "\"contended\": 0,") != NULL && strstr(r, "\"failed\": 0,") != NULL);
+}
+
+static int cmp_report(const void *a, const void *b)
+{
+	const struct report *x = a, *y = b;
+
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* Reads every report in @dir (removing the files), the command's own first. */
+static size_t collect(const char *dir, long first, struct report *r)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	size_t n = 0;
+	DIR *d = opendir(dir);
+
+	while (d != NULL && (e = readdir(d)) != NULL && n < MAX_REPORTS) {
+		if (strncmp(e->d_name, "ls.", 3) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		r[n].pid = strtol(e->d_name + 3, NULL, 10);
+		r[n].text = slurp(path);
+		unlink(path);
+		if (r[n].text == NULL)
+			continue;
+		r[n].waited = report_waited(r[n].text);
+		n++;
+	}
+	if (d != NULL)
+		closedir(d);
+	qsort(r, n, sizeof(*r), cmp_report);
+	for (size_t i = 0; i < n; i++) {
+		if (r[i].pid == first && i > 0) {
+			struct report t = r[i];
+
+			memmove(&r[1], &r[0], i * sizeof(*r));
+			r[0] = t;
+		}
+	}
+	return n;
+}
+
+static void print_text(FILE *f, struct report *r, size_t n, const struct opts *o, long first)
+{
+	size_t shown = 0, quiet = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (r[i].waited || o->all)
+			shown++;
+	if (shown == 0 && n > 0) { /* nobody waited: the command's own report says so */
+		r[0].waited = true;
+		shown = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!r[i].waited && !o->all) {
+			quiet++;
+			continue;
+		}
+		if (shown > 1)
+			fprintf(f, "%s=== process %ld%s ===\n", i > 0 ? "\n" : "", r[i].pid,
+				r[i].pid == first ? " (the command)" : "");
+		fputs(r[i].text, f);
+	}
+	if (quiet > 0)
+		fprintf(f, "\n(%zu more process%s of the command never waited for a lock)\n",
+			quiet, quiet > 1 ? "es" : "");
+}
+
+static void print_json(FILE *f, const struct report *r, size_t n, const struct opts *o,
+		       char **cmd, int status)
+{
+	bool comma = false;
+
+	fputs("{\"klock_stat\": 1, \"command\": [", f);
+	for (size_t i = 0; cmd[i] != NULL; i++) {
+		fputs(i > 0 ? ", \"" : "\"", f);
+		for (const char *p = cmd[i]; *p != '\0'; p++) {
+			if (*p == '"' || *p == '\\')
+				fputc('\\', f);
+			if ((unsigned char)*p < 0x20)
+				fprintf(f, "\\u%04x", *p);
+			else
+				fputc(*p, f);
+		}
+		fputc('"', f);
+	}
+	fprintf(f, "], \"status\": %d, \"processes\": [",
+		WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	for (size_t i = 0; i < n; i++) {
+		if (!r[i].waited && !o->all && i > 0)
+			continue;
+		fprintf(f, "%s\n{\"pid\": %ld, \"report\": ", comma ? "," : "", r[i].pid);
+		fputs(r[i].text, f);
+		fputc('}', f);
+		comma = true;
+	}
+	fputs("]}\n", f);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	char dir[] = "/tmp/klock-stat.XXXXXX";
+	struct report *r = calloc(MAX_REPORTS, sizeof(*r));
+	int first = parse_opts(argc, argv, &o), status;
+	char *preload = find_preload(&o);
+	FILE *out = stderr;
+	pid_t child;
+	size_t n;
+
+	if (!KLOCK_STAT_LOCKSTAT)
+		die("%s", "this klock was built with -Dlockstat=false: there is no lockstat to "
+		    "report (rebuild with -Dlockstat=true)");
+	if (r == NULL || mkdtemp(dir) == NULL)
+		die("cannot make a directory for the reports: %s", strerror(errno));
+	set_env(&o, preload, dir);
+	status = run(argv + first, &child);
+	n = collect(dir, (long)child, r);
+	rmdir(dir);
+	if (o.output != NULL && (out = fopen(o.output, "w")) == NULL)
+		die("cannot write %s", o.output);
+	if (n == 0)
+		fprintf(out, "klock-stat: %s wrote no lockstat report (a static or setuid "
+			"program, or one that ended with _exit() or a signal?)\n", argv[first]);
+	else if (o.json)
+		print_json(out, r, n, &o, argv + first, status);
+	else
+		print_text(out, r, n, &o, (long)child);
+	if (out != stderr)
+		fclose(out);
+	for (size_t i = 0; i < n; i++)
+		free(r[i].text);
+	free(r);
+	free(preload);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}

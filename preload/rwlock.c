@@ -1,0 +1,521 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * preload/rwlock.c - the pthread_rwlock_* interposers (the design is in preload/preload.c).
+ *
+ * Readers share: pthread read locks are kl_rwlock read locks, so readers of one lock run
+ * in parallel (LiTL turns them into exclusive locks).
+ *
+ * Read tracking. kl_rwlock prefers writers: a new reader waits for a writer that waits,
+ * so a thread that read-locks a lock it already reads, while a writer waits, would wait
+ * for that writer, which waits for it. POSIX (and glibc's default PREFER_READER kind)
+ * lets a thread hold a read lock several times. So for the PREFER_READER and PREFER_WRITER
+ * kinds each thread keeps a small table of the rwlocks it reads and how many times; a read
+ * lock of a lock already in the table only counts, and the kl_rwlock read hold is released
+ * with the last unlock. The table is thread-local (initial-exec TLS: no allocation). A
+ * thread that reads more than KLP_RD_TRACK distinct locks at once holds the extra ones
+ * untracked (counted, not named): a recursive read of those is not protected (a one-time
+ * message says so). PREFER_WRITER_NONRECURSIVE_NP promises no recursion: not tracked.
+ *
+ * Which side an unlock releases: a tracked read hold if the table has the lock; else the
+ * write side if this thread is the writer (kl_rwlock_wowned()); else a read hold (an
+ * untracked one, or - undefined in POSIX, tolerated by glibc - another thread's).
+ *
+ * KLOCK_RWLOCK=pcpu_rwsem puts a kl_pcpu_rwsem there instead (readers touch only their
+ * CPU's counter; writers pay a grace period per burst). It has no timed locks: the timed
+ * variants poll its trylocks, sleeping 1 us doubling to 1 ms between polls (so a timed
+ * writer does not queue: steady readers can starve it until its deadline), and each
+ * failed write try may cost a grace period. It needs the write unlock on the locking
+ * thread (true of any correct program) and allocates per-CPU counters on first use,
+ * freed by destroy (a zero-filled rwlock never destroyed keeps them: one cache line per
+ * possible CPU).
+ *
+ * Errors, as glibc: EINVAL for a timed call's tv_nsec out of range (checked first, even
+ * when the lock is free), EDEADLK for rdlock/wrlock/timed* by the writer, EBUSY for try* that
+ * would wait (the writer's own try* included), EAGAIN at 2^32 - 1 recursive read holds;
+ * beyond glibc, EDEADLK for a write lock by a thread that reads it (tracked kinds), where
+ * glibc waits forever. Adoption of a pristine (static or zeroed) rwlock is the mutex's
+ * T1/T2 protocol, with __shared (offset 28) as the forward mark and __flags as the kind.
+ */
+#include <string.h>
+#include <time.h>
+
+#include <klock/pcpu_rwsem.h>
+#include "klp.h"
+
+/* Distinct rwlocks one thread can hold for reading at once and still read-lock again
+ * safely while a writer waits. */
+#define KLP_RD_TRACK 16
+/* A kl_pcpu_rwsem timed read polls its trylock, sleeping this long at first ... */
+#define RW_POLL_MIN_NS 1000ll
+/* ... doubling up to this. */
+#define RW_POLL_MAX_NS 1000000ll
+
+struct rd_hold {
+	const void *lock;
+	uint32_t count;
+};
+
+struct rd_table {
+	uint32_t n;           /* entries in use */
+	uint32_t untracked;   /* read holds past a full table */
+	struct rd_hold e[KLP_RD_TRACK];
+};
+
+static __thread struct rd_table tls_rd __attribute__((tls_model("initial-exec")));
+static _Atomic bool rd_overflow_said;
+
+static inline struct klp_rwlock *RW(pthread_rwlock_t *rw)
+{
+	return (struct klp_rwlock *)(void *)rw;
+}
+
+void klp_rwlock_atfork_child(void)
+{
+	/* nothing shared: the tables are per thread and the child's is its parent's thread's */
+}
+
+/* ---- read tracking ----------------------------------------------------------------------- */
+
+static inline bool rw_tracked(uint64_t t)
+{
+	return KLP_TAG_KIND(t) != KLP_RK_NONRECURSIVE;
+}
+
+static inline int rd_find(const struct klp_rwlock *rw)
+{
+	for (int i = (int)tls_rd.n - 1; i >= 0; i--)
+		if (tls_rd.e[i].lock == rw)
+			return i;
+	return -1;
+}
+
+static KL_NOINLINE void rd_overflow(void)
+{
+	bool f = false;
+
+	tls_rd.untracked++;
+	if (atomic_compare_exchange_strong_explicit(&rd_overflow_said, &f, true,
+						    memory_order_relaxed, memory_order_relaxed))
+		klp_warn("a thread holds more than %d rwlocks for reading at once; read locks "
+			 "beyond that are not tracked, so recursive read locks on them may wait "
+			 "for a waiting writer (pthread_rwlock kind PREFER_READER)", KLP_RD_TRACK);
+}
+
+static inline void rd_push(const struct klp_rwlock *rw)
+{
+	if (kl_unlikely(tls_rd.n == KLP_RD_TRACK)) {
+		rd_overflow();
+		return;
+	}
+	tls_rd.e[tls_rd.n++] = (struct rd_hold){ rw, 1 };
+}
+
+static inline void rd_remove(int i)
+{
+	tls_rd.e[i] = tls_rd.e[--tls_rd.n];
+}
+
+/* ---- tags and adoption ---------------------------------------------------------------- */
+
+static uint64_t rw_tag(struct klp_rwlock *rw)
+{
+	uint64_t t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	unsigned impl = klp_config()->rw_impl, kind;
+
+	if (KLP_TAG_OURS(t))
+		return t;
+	if (t != 0 || impl == KLP_R_PTHREAD ||
+	    atomic_load_explicit((_Atomic int *)(void *)((char *)rw + KLP_RW_SHARED_OFF),
+				 memory_order_relaxed) != 0)
+		return 0;
+	kind = atomic_load_explicit(&rw->kind, memory_order_relaxed);
+	if (kind > KLP_RK_NONRECURSIVE)
+		return 0;
+	/* T1: release, pairs with T2 (zero bytes are both locks' static initializers). */
+	if (atomic_compare_exchange_strong_explicit(&rw->tag, &t, KLP_TAG(impl, kind),
+						    memory_order_acq_rel, memory_order_acquire))
+		return KLP_TAG(impl, kind);
+	return KLP_TAG_OURS(t) ? t : 0;
+}
+
+/* ---- the two implementations -------------------------------------------------------------- */
+
+static inline bool rw_pcpu(uint64_t t)
+{
+	return KLP_TAG_IMPL(t) == KLP_R_PCPU;
+}
+
+/* kl_pcpu_rwsem does not name its writer to others: the preload keeps the writer's
+ * record index + 1 in the spare word (written by the writer only). */
+static inline uint32_t rw_me(void)
+{
+	return kli_self()->index + 1;
+}
+
+static bool rw_wowned(struct klp_rwlock *rw, uint64_t t)
+{
+	if (!rw_pcpu(t))
+		return kl_rwlock_wowned(&rw->u.rw);
+	return kli_tls_self != NULL &&
+	       atomic_load_explicit(&rw->writer, memory_order_relaxed) == rw_me();
+}
+
+static bool rw_tryrd(struct klp_rwlock *rw, uint64_t t)
+{
+	return rw_pcpu(t) ? kl_pcpu_rwsem_read_trylock(&rw->u.pc)
+			  : kl_rwlock_read_trylock(&rw->u.rw);
+}
+
+static void rw_rd(struct klp_rwlock *rw, uint64_t t)
+{
+	if (rw_pcpu(t))
+		kl_pcpu_rwsem_read_lock(&rw->u.pc);
+	else
+		kl_rwlock_read_lock(&rw->u.rw);
+}
+
+static void rw_rdunlock(struct klp_rwlock *rw, uint64_t t)
+{
+	if (rw_pcpu(t))
+		kl_pcpu_rwsem_read_unlock(&rw->u.pc);
+	else
+		kl_rwlock_read_unlock(&rw->u.rw);
+}
+
+static bool rw_trywr(struct klp_rwlock *rw, uint64_t t)
+{
+	if (!rw_pcpu(t))
+		return kl_rwlock_write_trylock(&rw->u.rw);
+	if (!kl_pcpu_rwsem_write_trylock(&rw->u.pc))
+		return false;
+	atomic_store_explicit(&rw->writer, rw_me(), memory_order_relaxed);
+	return true;
+}
+
+static void rw_wr(struct klp_rwlock *rw, uint64_t t)
+{
+	if (!rw_pcpu(t)) {
+		kl_rwlock_write_lock(&rw->u.rw);
+		return;
+	}
+	kl_pcpu_rwsem_write_lock(&rw->u.pc);
+	atomic_store_explicit(&rw->writer, rw_me(), memory_order_relaxed);
+}
+
+static void rw_wrunlock(struct klp_rwlock *rw, uint64_t t)
+{
+	if (!rw_pcpu(t)) {
+		kl_rwlock_write_unlock(&rw->u.rw);
+		return;
+	}
+	atomic_store_explicit(&rw->writer, 0, memory_order_relaxed);
+	kl_pcpu_rwsem_write_unlock(&rw->u.pc);
+}
+
+/* kl_pcpu_rwsem's timed locks poll its trylocks, sleeping a little more each time. */
+static int pcpu_timed(struct klp_rwlock *rw, uint64_t t, bool write,
+		      const struct timespec *mono)
+{
+	int64_t nap = RW_POLL_MIN_NS;
+
+	while (!(write ? rw_trywr(rw, t) : kl_pcpu_rwsem_read_trylock(&rw->u.pc))) {
+		struct timespec ts = { 0, (long)nap };
+
+		if (kli_deadline_passed(mono))
+			return ETIMEDOUT;
+		nanosleep(&ts, NULL);
+		if (nap < RW_POLL_MAX_NS)
+			nap *= 2;
+	}
+	return 0;
+}
+
+/* A timed acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. */
+static int rw_timed(struct klp_rwlock *rw, uint64_t t, bool write, const struct klp_deadline *d)
+{
+	struct timespec mono;
+	bool last;
+	int err;
+
+	for (;;) {
+		err = klp_deadline_slice(d, &mono, &last);
+		if (err != 0)
+			return err;
+		if (rw_pcpu(t))
+			err = pcpu_timed(rw, t, write, &mono);
+		else
+			err = write ? kl_rwlock_write_timedlock(&rw->u.rw, &mono)
+				    : kl_rwlock_read_timedlock(&rw->u.rw, &mono);
+		if (err != ETIMEDOUT)
+			return err;
+	}
+}
+
+/* glibc checks a timed rwlock call's tv_nsec before anything else (unlike a mutex's). */
+static bool rw_deadline_ok(const struct klp_deadline *d)
+{
+	return d == NULL || (d->abs->tv_nsec >= 0 && d->abs->tv_nsec < (long)KLI_NSEC_PER_SEC);
+}
+
+/* ---- the operations, for any tag ---------------------------------------------------------- */
+
+/* Read lock; @d NULL: wait without a deadline; @try: do not wait. */
+static int rw_rdlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_deadline *d,
+			    bool try)
+{
+	int i, err = 0;
+
+	if ((t & KLP_TAG_DESTROYED) || !rw_deadline_ok(d))
+		return EINVAL;
+	if (rw_tracked(t) && (i = rd_find(rw)) >= 0) {
+		if (tls_rd.e[i].count == UINT32_MAX)
+			return EAGAIN;
+		tls_rd.e[i].count++;
+		return 0;
+	}
+	if (!rw_tryrd(rw, t)) {
+		if (try)
+			return EBUSY;
+		if (rw_wowned(rw, t))
+			return EDEADLK;
+		if (d == NULL)
+			rw_rd(rw, t);
+		else
+			err = rw_timed(rw, t, false, d);
+		if (err != 0)
+			return err;
+	}
+	if (rw_tracked(t))
+		rd_push(rw);
+	return 0;
+}
+
+static int rw_wrlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_deadline *d,
+			    bool try)
+{
+	if ((t & KLP_TAG_DESTROYED) || !rw_deadline_ok(d))
+		return EINVAL;
+	if (rw_trywr(rw, t))
+		return 0;
+	if (try)
+		return EBUSY;
+	if (rw_wowned(rw, t) || (rw_tracked(t) && rd_find(rw) >= 0))
+		return EDEADLK;
+	if (d != NULL)
+		return rw_timed(rw, t, true, d);
+	rw_wr(rw, t);
+	return 0;
+}
+
+static int rw_unlock_tagged(struct klp_rwlock *rw, uint64_t t)
+{
+	int i;
+
+	if (t & KLP_TAG_DESTROYED)
+		return EINVAL;
+	if (rw_tracked(t) && (i = rd_find(rw)) >= 0) {
+		if (--tls_rd.e[i].count == 0) {
+			rd_remove(i);
+			rw_rdunlock(rw, t);
+		}
+		return 0;
+	}
+	if (rw_wowned(rw, t)) {
+		rw_wrunlock(rw, t);
+		return 0;
+	}
+	if (rw_tracked(t) && tls_rd.untracked > 0)
+		tls_rd.untracked--;
+	rw_rdunlock(rw, t);
+	return 0;
+}
+
+/* ---- the interposers ---------------------------------------------------------------------- */
+
+static KL_NOINLINE int rw_rdlock_slow(pthread_rwlock_t *prw)
+{
+	uint64_t t = rw_tag(RW(prw));
+
+	return t == 0 ? KLP_REAL(pthread_rwlock_rdlock)(prw)
+		      : rw_rdlock_tagged(RW(prw), t, NULL, false);
+}
+
+KLP_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+
+	KLP_ENTER();
+	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	/* No read hold of our own (the common case): one CAS (or one rseq section), then
+	 * note it. */
+	if (kl_likely(tls_rd.n == 0) &&
+	    ((kl_likely(t == KLP_TAG_RW_FAST) && kl_likely(kl_rwlock_read_trylock(&rw->u.rw))) ||
+	     (t == KLP_TAG_PCPU_FAST && kl_pcpu_rwsem_read_trylock(&rw->u.pc)))) {
+		tls_rd.e[0] = (struct rd_hold){ rw, 1 };
+		tls_rd.n = 1;
+		return 0;
+	}
+	return rw_rdlock_slow(prw);
+}
+
+KLP_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *prw)
+{
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_tryrdlock)(prw)
+		      : rw_rdlock_tagged(RW(prw), t, NULL, true);
+}
+
+KLP_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *prw, const struct timespec *abstime)
+{
+	struct klp_deadline d = { CLOCK_REALTIME, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_timedrdlock)(prw, abstime)
+		      : rw_rdlock_tagged(RW(prw), t, &d, false);
+}
+
+KLP_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *prw, clockid_t clock,
+					  const struct timespec *abstime)
+{
+	struct klp_deadline d = { clock, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	if (t == 0)
+		return KLP_REAL(pthread_rwlock_clockrdlock)(prw, clock, abstime);
+	if (!klp_clock_ok(clock))
+		return EINVAL;
+	return rw_rdlock_tagged(RW(prw), t, &d, false);
+}
+
+static KL_NOINLINE int rw_wrlock_slow(pthread_rwlock_t *prw)
+{
+	uint64_t t = rw_tag(RW(prw));
+
+	return t == 0 ? KLP_REAL(pthread_rwlock_wrlock)(prw)
+		      : rw_wrlock_tagged(RW(prw), t, NULL, false);
+}
+
+KLP_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+
+	KLP_ENTER();
+	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	if (kl_likely(t == KLP_TAG_RW_FAST || t == KLP_TAG_RW_FAST_NR) &&
+	    kl_likely(kl_rwlock_write_trylock(&rw->u.rw)))
+		return 0;
+	return rw_wrlock_slow(prw);
+}
+
+KLP_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *prw)
+{
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_trywrlock)(prw)
+		      : rw_wrlock_tagged(RW(prw), t, NULL, true);
+}
+
+KLP_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *prw, const struct timespec *abstime)
+{
+	struct klp_deadline d = { CLOCK_REALTIME, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	return t == 0 ? KLP_REAL(pthread_rwlock_timedwrlock)(prw, abstime)
+		      : rw_wrlock_tagged(RW(prw), t, &d, false);
+}
+
+KLP_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *prw, clockid_t clock,
+					  const struct timespec *abstime)
+{
+	struct klp_deadline d = { clock, abstime };
+	uint64_t t;
+
+	KLP_ENTER();
+	t = rw_tag(RW(prw));
+	if (t == 0)
+		return KLP_REAL(pthread_rwlock_clockwrlock)(prw, clock, abstime);
+	if (!klp_clock_ok(clock))
+		return EINVAL;
+	return rw_wrlock_tagged(RW(prw), t, &d, false);
+}
+
+static KL_NOINLINE int rw_unlock_slow(pthread_rwlock_t *prw)
+{
+	uint64_t t = rw_tag(RW(prw));
+
+	return t == 0 ? KLP_REAL(pthread_rwlock_unlock)(prw) : rw_unlock_tagged(RW(prw), t);
+}
+
+KLP_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+
+	KLP_ENTER();
+	t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
+	/* The one read hold the fast rdlock noted. */
+	if (kl_likely((t == KLP_TAG_RW_FAST || t == KLP_TAG_PCPU_FAST) && tls_rd.n == 1 &&
+		      tls_rd.e[0].lock == rw && tls_rd.e[0].count == 1)) {
+		tls_rd.n = 0;
+		rw_rdunlock(rw, t);
+		return 0;
+	}
+	return rw_unlock_slow(prw);
+}
+
+KLP_EXPORT int pthread_rwlock_init(pthread_rwlock_t *prw, const pthread_rwlockattr_t *attr)
+{
+	struct klp_rwlock *rw = RW(prw);
+	int pshared = PTHREAD_PROCESS_PRIVATE, kind = PTHREAD_RWLOCK_DEFAULT_NP;
+	unsigned impl = klp_config()->rw_impl;
+
+	KLP_ENTER();
+	if (attr != NULL) {
+		pthread_rwlockattr_getpshared(attr, &pshared);
+		pthread_rwlockattr_getkind_np(attr, &kind);
+	}
+	if (pshared != PTHREAD_PROCESS_PRIVATE || impl == KLP_R_PTHREAD ||
+	    kind < 0 || kind > (int)KLP_RK_NONRECURSIVE)
+		return KLP_REAL(pthread_rwlock_init)(prw, attr);
+	memset(prw, 0, sizeof(*prw));
+	if (impl == KLP_R_PCPU) {
+		if (kl_pcpu_rwsem_init(&rw->u.pc) != 0)
+			return ENOMEM;
+	} else {
+		kl_rwlock_init(&rw->u.rw);
+	}
+	atomic_store_explicit(&rw->kind, (uint32_t)kind, memory_order_relaxed);
+	atomic_store_explicit(&rw->tag, KLP_TAG(impl, kind), memory_order_release);
+	return 0;
+}
+
+KLP_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *prw)
+{
+	struct klp_rwlock *rw = RW(prw);
+	uint64_t t;
+	int err;
+
+	KLP_ENTER();
+	t = rw_tag(rw);
+	if (t == 0)
+		return KLP_REAL(pthread_rwlock_destroy)(prw);
+	if (t & KLP_TAG_DESTROYED)
+		return EINVAL;
+	err = rw_pcpu(t) ? kl_pcpu_rwsem_destroy(&rw->u.pc) : kl_rwlock_destroy(&rw->u.rw);
+	if (err == 0)
+		atomic_store_explicit(&rw->tag, t | KLP_TAG_DESTROYED, memory_order_relaxed);
+	return err;
+}
