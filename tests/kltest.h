@@ -95,12 +95,14 @@ static inline long klt_scaled(long n)
 }
 
 /* False where a forked child of a threaded process cannot start threads of its own: the
- * cross builds' runner, qemu-user, aborts there (KLTEST_NO_FORK_THREADS=1, set by meson). */
+ * cross builds' runner, qemu-user, aborts there (KLTEST_NO_FORK_THREADS=1, set by meson),
+ * and so does ThreadSanitizer ("starting new threads after multi-threaded fork is not
+ * supported"). */
 static inline bool klt_fork_threads_ok(void)
 {
 	const char *v = getenv("KLTEST_NO_FORK_THREADS");
 
-	return v == NULL || strcmp(v, "1") != 0;
+	return !KLOCK_TSAN && (v == NULL || strcmp(v, "1") != 0);
 }
 
 /* A reusable start line: every thread waits until all have arrived. */
