@@ -49,9 +49,12 @@
  *   R1 hold: relaxed increment - the caller already owns a reference, so the object
  *      cannot go away, and taking one more publishes nothing.
  *   R2 free: release decrement - this thread's uses of the object happen before ...
- *   R3 ... the acquire fence of the thread that dropped the last reference, which then
- *      destroys and frees it (pairs with every R2; Linux refcount_dec_and_test, NetBSD
- *      membar_release/membar_acquire around mutex_obj_free's decrement).
+ *   R3 ... the acquire load of the count by the thread that dropped the last reference,
+ *      which then destroys and frees it (pairs with every R2: each earlier decrement
+ *      heads a release sequence that ends in this thread's own RMW, the value R3 reads;
+ *      Linux refcount_dec_and_test, NetBSD membar_release/membar_acquire around
+ *      mutex_obj_free's decrement). A load rather than an acquire fence: ThreadSanitizer
+ *      does not model standalone fences and would report the free as a race.
  *
  * Instrumentation (hooks.h). The stripes are kl_mutex/kl_ticket and report their own
  * events through the seam, with the caller of kl_hashlock_* as the site (the *_at entry
@@ -61,7 +64,10 @@
  * (kli_hook_group): reports then name a stripe as "stripe i of hashlock <name>", and
  * lockstat folds the stripes' rows into one row per table, in a "hashlock" section. The
  * table itself is created/destroyed through the seam (so kl_lock_set_name(h) works and
- * is forgotten at destroy).
+ * is forgotten at destroy). Witness puts every stripe in the table's class (group
+ * members borrow the owner's), so a second plain kl_hashlock_lock() while holding a key
+ * is "a second lock of the same class" (the leaf rule); lock2/lockn announce each stripe
+ * after the first with kli_hook_nest_ordered() (I3's order: intended nesting).
  *
  * Advantages (after kern_mtxpool.c's list):
  *  - memory: nstripes locks, however many objects; nothing per object;
@@ -370,8 +376,10 @@ void kl_hashlock_lock2(struct kl_hashlock *h, const void *a, const void *b)
 		ib = t;
 	}
 	hl_lock(h, ia, KLI_SITE());
-	if (ib != ia)    /* I3: a shared stripe once */
+	if (ib != ia) {  /* I3: a shared stripe once */
+		kli_hook_nest_ordered(); /* same class as ia, in I3's order: intended */
 		hl_lock(h, ib, KLI_SITE());
+	}
 }
 
 void kl_hashlock_unlock2(struct kl_hashlock *h, const void *a, const void *b)
@@ -396,8 +404,11 @@ int kl_hashlock_lockn(struct kl_hashlock *h, const void *const *keys, size_t n)
 	if (KLOCK_DEBUG_LOCKS && !hl_live(h, KLI_SITE()))
 		return EINVAL;
 	m = hl_gather(h, keys, n, idx);
-	for (unsigned j = 0; j < m; j++)   /* I3: increasing, each once */
+	for (unsigned j = 0; j < m; j++) { /* I3: increasing, each once */
+		if (j > 0)
+			kli_hook_nest_ordered(); /* same class, in I3's order: intended */
 		hl_lock(h, idx[j], KLI_SITE());
+	}
 	return 0;
 }
 
@@ -468,7 +479,7 @@ bool kl_lockobj_free(struct kl_mutex *m)
 	/* R2: release, pairs with R3 in whichever thread drops the last reference. */
 	if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_release) != 1)
 		return false;
-	atomic_thread_fence(memory_order_acquire);   /* R3: pairs with every R2 */
+	(void)atomic_load_explicit(&o->refs, memory_order_acquire); /* R3: pairs with every R2 */
 	if (atomic_load_explicit(&m->owner, memory_order_relaxed) != 0 ||
 	    atomic_load_explicit(&m->spinq, memory_order_relaxed) != 0) {
 		hl_report(m, kli_kind_name(KLI_KIND_MUTEX), "last reference to a lock object "

@@ -16,6 +16,8 @@
  */
 #include "hooks.h"
 #include "lockstat_impl.h"
+#include "witness_impl.h"
+#include "thread.h"
 
 #if KLOCK_TSAN
 #include <sanitizer/tsan_interface.h>
@@ -61,7 +63,15 @@ void kli_instr_acquire(const void *lock, enum kli_kind kind, unsigned flags, con
 {
 	(void)kind, (void)site;
 #if KLOCK_TSAN
+	/* Between pre_lock and post_lock TSan ignores synchronisation. A thread's first lock
+	 * call attaches its thread record - possibly one recycled from an exited thread,
+	 * handed over under the registry's wordlock - so attach it here, outside the
+	 * window, or TSan loses that hand-over and reports the record's reuse as a race. */
+	(void)kli_self();
 	__tsan_mutex_pre_lock((void *)lock, tsan_op_flags(flags & ~KLI_HF_FAILED));
+#endif
+#if KLOCK_WITNESS
+	kli_witness_acquire(lock, kind, flags, site);
 #endif
 	(void)lock, (void)flags;
 }
@@ -76,6 +86,10 @@ void kli_instr_acquired(const void *lock, enum kli_kind kind, unsigned flags, co
 	if (!(flags & KLI_HF_FAILED))
 		ANNOTATE_RWLOCK_ACQUIRED(lock, !(flags & KLI_HF_READ));
 #endif
+#if KLOCK_WITNESS
+	if (!(flags & KLI_HF_FAILED))
+		kli_witness_acquired(lock, kind, flags, site);
+#endif
 #if KLOCK_LOCKSTAT_HOLD
 	kli_lockstat_acquired(lock, kind, flags, site);
 #endif
@@ -85,6 +99,9 @@ void kli_instr_acquired(const void *lock, enum kli_kind kind, unsigned flags, co
 void kli_instr_release(const void *lock, enum kli_kind kind, unsigned flags, const void *site)
 {
 	(void)kind, (void)site;
+#if KLOCK_WITNESS
+	kli_witness_release(lock, kind, flags, site);
+#endif
 #if KLOCK_VALGRIND_ANNOTATE
 	ANNOTATE_RWLOCK_RELEASED(lock, !(flags & KLI_HF_READ));
 #endif
@@ -107,6 +124,13 @@ void kli_instr_released(const void *lock, enum kli_kind kind, unsigned flags)
 }
 #endif /* KLI_HOOKS_FAST */
 
+#if KLOCK_WITNESS
+void kli_instr_nest_ordered(void)
+{
+	kli_witness_nest_ordered();
+}
+#endif
+
 void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags)
 {
 #if KLOCK_TSAN
@@ -116,12 +140,18 @@ void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags)
 #if KLOCK_VALGRIND_ANNOTATE
 	ANNOTATE_RWLOCK_CREATE(lock);
 #endif
+#if KLOCK_WITNESS
+	kli_witness_created(lock, kind, flags);
+#endif
 	(void)lock, (void)kind, (void)flags;
 }
 
 void kli_instr_destroyed(const void *lock, enum kli_kind kind)
 {
 	(void)kind;
+#if KLOCK_WITNESS
+	kli_witness_destroyed(lock, kind); /* before the name is forgotten: reports use it */
+#endif
 #if KLOCK_TSAN
 	__tsan_mutex_destroy((void *)lock, 0);
 #endif

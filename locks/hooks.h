@@ -76,7 +76,8 @@ enum kli_kind {
 #define KLI_HF_TRY (1u << 1)      /* a try or timed attempt: may fail */
 #define KLI_HF_FAILED (1u << 2)   /* the attempt failed; nothing was acquired */
 #define KLI_HF_SPIN (1u << 3)     /* the lock never sleeps (a spinlock) */
-#define KLI_HF_RECURSE (1u << 4)  /* a permitted recursive acquisition */
+#define KLI_HF_RECURSE (1u << 4)  /* a permitted recursive acquisition; in created: the
+                                   * lock permits recursion (witness stays quiet) */
 #define KLI_HF_STATIC (1u << 5)   /* created: statically initialised, seen on first use */
 
 /* Kind names as reports print them ("mutex", "rwlock", ...). */
@@ -94,6 +95,9 @@ void kli_instr_release(const void *lock, enum kli_kind kind, unsigned flags, con
 void kli_instr_released(const void *lock, enum kli_kind kind, unsigned flags);
 #endif
 void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags);
+#if KLOCK_WITNESS
+void kli_instr_nest_ordered(void);
+#endif
 void kli_instr_destroyed(const void *lock, enum kli_kind kind);
 
 /* ---- fast-path events ------------------------------------------------------------ */
@@ -157,6 +161,19 @@ static inline void kli_hook_group(struct kli_lock_group *g)
 static inline void kli_hook_ungroup(struct kli_lock_group *g)
 {
 	kli_lock_group_remove(g);
+}
+
+/*
+ * The calling thread's next acquisition is one more member of a lock group, taken in the
+ * group's own deadlock-free order (kl_hashlock_lock2/lockn: increasing stripe index, each
+ * stripe once). Group members share their owner's witness class; this says the same-class
+ * nesting is intended (lockdep's nest_lock). Compiled to nothing without witness.
+ */
+static KL_ALWAYS_INLINE void kli_hook_nest_ordered(void)
+{
+#if KLOCK_WITNESS
+	kli_instr_nest_ordered();
+#endif
 }
 
 /* ---- slow-path episodes -------------------------------------------------------------- */

@@ -360,7 +360,7 @@ int kl_rmlock_init(struct kl_rmlock *lk, unsigned flags)
 		return EINVAL;
 	kli_init();
 	*lk = (struct kl_rmlock)KL_RMLOCK_INITIALIZER(flags);
-	kli_hook_created(lk, KLI_KIND_RMLOCK, 0);
+	kli_hook_created(lk, KLI_KIND_RMLOCK, (flags & KL_RM_RECURSE) ? KLI_HF_RECURSE : 0);
 	return 0;
 }
 

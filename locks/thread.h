@@ -23,6 +23,7 @@
 
 #include "kl_internal.h"
 
+struct kli_witness_thread;
 struct kli_ls_table;   /* locks/lockstat_impl.h */
 
 /* kli_thread.rdm_role: why a thread is parked on a read-mostly lock. */
@@ -56,6 +57,10 @@ struct kli_thread {
 	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
 	pid_t tid;                      /* kernel thread id of the current owner */
 
+	/* -- witness (locks/witness.c, -Dwitness=true only): the held-lock stack, allocated
+	 *    on the thread's first acquisition and kept with the record when it is recycled
+	 *    (the exit hook empties it). Other threads read it only to describe a report. */
+	_Atomic(struct kli_witness_thread *) witness;
 	/* -- lockstat (locks/lockstat.c): this thread's contention table, allocated on its
 	 * first recorded episode and kept with the record when it is recycled. Only the
 	 * owner writes the table; reports read it under the table's seqcount. */

@@ -25,6 +25,18 @@
 
 #include <cmocka.h>
 
+/* klock's build configuration, for the KLT_SKIP_IF_* macros; the preload suite's plain
+ * pthread programs build without klock's include path and get 0s. */
+#if __has_include(<klock/config.h>)
+#include <klock/config.h>
+#endif
+#ifndef KLOCK_TSAN
+#define KLOCK_TSAN 0
+#endif
+#ifndef KLOCK_WITNESS
+#define KLOCK_WITNESS 0
+#endif
+
 #define KLT_NSEC_PER_SEC 1000000000ll
 /* Most threads any test starts at once. */
 #define KLT_MAX_THREADS 64
@@ -54,6 +66,24 @@ static inline void klt_sleep_ms(int64_t ms)
 		;
 }
 
+/* For tests that plant misuse every build detects (unlock by a non-owner, relock of a held
+ * lock): ThreadSanitizer and witness report that misuse themselves - and abort in CI - so
+ * those tests skip in such builds; tests/sanitizer_plant.c and tests/test_witness.c plant
+ * the same cases for the instruments. */
+#define KLT_SKIP_IF_MISUSE_INSTRUMENTED()                                              \
+	do {                                                                             \
+		if (KLOCK_TSAN || KLOCK_WITNESS)                                          \
+			skip();                                                          \
+	} while (0)
+
+/* For tests that plant what only witness reports (a nested read without the recursion
+ * flag, a thread exiting with a lock held): witness aborts on it in CI. */
+#define KLT_SKIP_IF_WITNESS()                                                          \
+	do {                                                                             \
+		if (KLOCK_WITNESS)                                                        \
+			skip();                                                          \
+	} while (0)
+
 /* Iteration count scaled by KLTEST_SCALE (never below 1). */
 static inline long klt_scaled(long n)
 {
@@ -65,12 +95,14 @@ static inline long klt_scaled(long n)
 }
 
 /* False where a forked child of a threaded process cannot start threads of its own: the
- * cross builds' runner, qemu-user, aborts there (KLTEST_NO_FORK_THREADS=1, set by meson). */
+ * cross builds' runner, qemu-user, aborts there (KLTEST_NO_FORK_THREADS=1, set by meson),
+ * and so does ThreadSanitizer ("starting new threads after multi-threaded fork is not
+ * supported"). */
 static inline bool klt_fork_threads_ok(void)
 {
 	const char *v = getenv("KLTEST_NO_FORK_THREADS");
 
-	return v == NULL || strcmp(v, "1") != 0;
+	return !KLOCK_TSAN && (v == NULL || strcmp(v, "1") != 0);
 }
 
 /* A reusable start line: every thread waits until all have arrived. */

@@ -539,6 +539,8 @@ static void test_hashlock_relock_through_another_key_is_reported(void **state)
 	const void *stripe;
 
 	(void)state;
+	/* witness and TSan report the planted relock themselves (test_witness.c plants it) */
+	KLT_SKIP_IF_MISUSE_INSTRUMENTED();
 	setenv("KLOCK_ON_ERROR", "warn", 1);
 	assert_int_equal(kl_hashlock_init(&h, SMALL_STRIPES), 0);
 	assert_int_equal(kl_lock_set_name(&h, "objtable"), 0);

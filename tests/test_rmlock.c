@@ -427,6 +427,9 @@ static void test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag(voi
 		unsigned long reports = kli_report_count();
 		pthread_t t;
 
+		if (!recurse && KLOCK_WITNESS)
+			continue; /* witness reports the planted nested read itself (and aborts
+				   * in CI); tests/test_witness.c plants that case */
 		assert_int_equal(kl_rmlock_init(&lk, recurse ? KL_RM_RECURSE : 0), 0);
 		kl_rmlock_read_lock(&lk, &outer);
 		kl_rmlock_read_lock(&lk, &inner); /* no writer yet: gets in either way */
@@ -683,6 +686,7 @@ static void test_rmlock_thread_exit_drops_its_read_holds(void **state)
 	unsigned long before = kli_report_count();
 
 	(void)state;
+	KLT_SKIP_IF_WITNESS();
 	setenv("KLOCK_ON_ERROR", "warn", 1);
 	assert_int_equal(kl_rmlock_init(&lk, KL_RM_SLEEPABLE), 0);
 	klt_run_threads(1, exit_holding, &lk, 0);
@@ -755,6 +759,9 @@ static void test_rmlock_fork_child_can_write_lock(void **state)
 	int status;
 
 	(void)state;
+	/* The holder is cancelled holding its lock: witness reports that exit, and TSan loses
+	 * track of a thread cancelled inside a blocking call. */
+	KLT_SKIP_IF_MISUSE_INSTRUMENTED();
 	setenv("KLOCK_ON_ERROR", "warn", 1); /* the holder is cancelled holding its lock */
 	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
 	assert_int_equal(pthread_create(&t, NULL, hold_forever, &lk), 0);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_topology.c - kl_topology() and the current-CPU index. */
 #include <sched.h>
+#include <sys/rseq.h>
 
 #include <klock/topology.h>
 #include "kltest.h"
@@ -73,8 +74,9 @@ static void test_cpu_source_honours_no_rseq(void **state)
 
 	if (getenv("KLOCK_NO_RSEQ") != NULL) {
 		assert_true(strcmp(src, "getcpu") == 0 || strcmp(src, "thread-hash") == 0);
-	} else if (getenv("KLTEST_EXPECT_RSEQ") != NULL) {
-		/* set by tests/meson.build where glibc registers rseq (native x86_64/aarch64) */
+	} else if (getenv("KLTEST_EXPECT_RSEQ") != NULL && __rseq_size > 0) {
+		/* set by tests/meson.build where glibc registers rseq (native x86_64/aarch64);
+		 * valgrind does not implement rseq, so glibc's registration fails under it */
 		assert_true(strncmp(src, "rseq", 4) == 0);
 	} else {
 		assert_true(strcmp(src, "rseq") == 0 || strcmp(src, "rseq+mm_cid") == 0 ||

@@ -85,6 +85,11 @@ struct lockops {
 
 	void (*key_lock)(void *lock, void *ts, const void *key);        /* LOCKOPS_KEYED */
 	void (*key_unlock)(void *lock, void *ts, const void *key);
+	/* LOCKOPS_KEYED, optional (NULL: none): lock n keys at once (duplicates allowed)
+	 * without deadlocking against other keys_lock callers - kl_hashlock_lock2 (n == 2)
+	 * and kl_hashlock_lockn; keys_unlock undoes it with the same keys. */
+	void (*keys_lock)(void *lock, void *ts, const void *const *keys, size_t n);
+	void (*keys_unlock)(void *lock, void *ts, const void *const *keys, size_t n);
 };
 
 void lockops_register(const struct lockops *ops);

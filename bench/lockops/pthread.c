@@ -4,7 +4,64 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include <klock/config.h>
+
 #include "lockops.h"
+
+#if KLOCK_TSAN
+/*
+ * ThreadSanitizer (gcc 12's libtsan, clang 14's runtime) intercepts pthread_*_timedlock but
+ * not glibc's pthread_*_clocklock: a lock taken through clocklock is invisible to it, and its
+ * unlock is then reported as "unlock of an unlocked mutex". In TSan builds the timed
+ * adapters convert the CLOCK_MONOTONIC deadline to CLOCK_REALTIME and use the intercepted
+ * calls (a clock step during the wait could move the deadline: fine for a sanitizer run).
+ */
+static struct timespec realtime_deadline(const struct timespec *mono)
+{
+	struct timespec now_m, now_r, r;
+	long long ns;
+
+	clock_gettime(CLOCK_MONOTONIC, &now_m);
+	clock_gettime(CLOCK_REALTIME, &now_r);
+	ns = (long long)(mono->tv_sec - now_m.tv_sec) * 1000000000ll +
+	     (mono->tv_nsec - now_m.tv_nsec);
+	ns = ns > 0 ? ns : 0;
+	ns += (long long)now_r.tv_nsec;
+	r.tv_sec = now_r.tv_sec + (time_t)(ns / 1000000000ll);
+	r.tv_nsec = (long)(ns % 1000000000ll);
+	return r;
+}
+
+static int tsan_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct timespec *abs)
+{
+	struct timespec r = realtime_deadline(abs);
+
+	(void)clk;
+	return pthread_mutex_timedlock(m, &r);
+}
+
+static int tsan_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clk,
+				   const struct timespec *abs)
+{
+	struct timespec r = realtime_deadline(abs);
+
+	(void)clk;
+	return pthread_rwlock_timedwrlock(l, &r);
+}
+
+static int tsan_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clk,
+				   const struct timespec *abs)
+{
+	struct timespec r = realtime_deadline(abs);
+
+	(void)clk;
+	return pthread_rwlock_timedrdlock(l, &r);
+}
+
+#define pthread_mutex_clocklock tsan_mutex_clocklock
+#define pthread_rwlock_clockwrlock tsan_rwlock_clockwrlock
+#define pthread_rwlock_clockrdlock tsan_rwlock_clockrdlock
+#endif
 
 static int mutex_init(void *l)
 {

@@ -10,6 +10,7 @@
 #include <klock/wait.h>
 #include <klock/topology.h>
 #include <klock/fence.h>
+#include <klock/witness.h>
 #include <klock/rmlock.h>
 #include <klock/pcpu_rwsem.h>
 #include <klock/seqlock.h>
