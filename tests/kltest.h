@@ -137,6 +137,21 @@ static inline void klt_barrier_wait(struct klt_barrier *b)
 	pthread_mutex_unlock(&b->m);
 }
 
+/* The CK-style critical section: bump *@counter @bumps times, one compiler-ordered
+ * increment at a time, and count a violation if another thread changed it meanwhile
+ * (only possible if the lock let two threads in). */
+static inline void klt_guarded_bump(long *counter, int bumps, _Atomic long *violations)
+{
+	long v = *counter;
+
+	for (int i = 0; i < bumps; i++) {
+		atomic_signal_fence(memory_order_seq_cst); /* compiler barrier: one store each */
+		(*counter)++;
+	}
+	if (*counter != v + bumps)
+		atomic_fetch_add(violations, 1);
+}
+
 /* Start @n threads running fn(arg_i) where arg_i = (char *)args + i * stride; join them. */
 static inline void klt_run_threads(int n, void *(*fn)(void *), void *args, size_t stride)
 {

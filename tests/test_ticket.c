@@ -15,14 +15,7 @@ static struct klt_barrier start;
 
 static void guarded_bump(void)
 {
-	long v = counter;
-
-	for (int i = 0; i < BUMPS; i++) {
-		kli_barrier();
-		counter++;
-	}
-	if (counter != v + BUMPS)
-		atomic_fetch_add(&violations, 1);
+	klt_guarded_bump(&counter, BUMPS, &violations);
 }
 
 static void *bump_thread(void *arg)
