@@ -52,7 +52,7 @@
  *       before the successor's; the old value says whether it sleeps (then kl_wake). The
  *       waiter's CAS WAITING -> SLEEPING and this exchange are RMWs on one word, so exactly
  *       one of "it sees GRANTED and does not sleep" / "we see SLEEPING and wake it" happens
- *   C6  acquire load of our next link in unlock    pairs with C2
+ *   C6  acquire load of our next link (unlock, mcs_promote)   pairs with C2
  *
  * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
  * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
