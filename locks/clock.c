@@ -32,6 +32,14 @@ bool kli_deadline_passed(const struct timespec *abstime)
 	return abstime != NULL && kli_now_ns() >= kli_timespec_ns(abstime);
 }
 
+void kli_deadline_after(struct timespec *abstime, uint64_t ns)
+{
+	uint64_t t = kli_now_ns() + ns;
+
+	abstime->tv_sec = (time_t)(t / KLI_NSEC_PER_SEC);
+	abstime->tv_nsec = (long)(t % KLI_NSEC_PER_SEC);
+}
+
 /*
  * A (cycles, ns) pair taken together: the clock read is bracketed by two counter reads and
  * the tightest of CALIB_TRIES brackets wins. An unbracketed pair is skewed by whatever

@@ -64,6 +64,9 @@ static inline uint64_t kli_timespec_ns(const struct timespec *ts)
 /* True when the absolute CLOCK_MONOTONIC deadline (may be NULL = never) has passed. */
 bool kli_deadline_passed(const struct timespec *abstime);
 
+/* The absolute CLOCK_MONOTONIC deadline @ns from now. */
+void kli_deadline_after(struct timespec *abstime, uint64_t ns);
+
 /* kl_arch_cycles() <-> nanoseconds, calibrated once at init (identity where the arch
  * counter already counts nanoseconds). Used for time-based spin budgets. */
 uint64_t kli_ns_to_cycles(uint64_t ns);

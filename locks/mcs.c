@@ -20,6 +20,12 @@
  *                 them): the waiter writes them itself before it links in, from what it
  *                 read in its predecessor's node; afterwards only the predecessor promotes
  *                 it, when it becomes next (-> NEAR) or is granted the lock (-> NEXT)
+ *   crowd         bits 0-15: waiters that came in through the crowding check (counted
+ *                 from before their exchange until granted); bits 16-31: passive waiters
+ *                 parked on &crowd (see Oversubscription)
+ *   node.flags    MCS_NODE_COUNTED: this waiter is in crowd's count (written before C2;
+ *                 the predecessor reads it after C6 and takes it out of the count before
+ *                 the grant, so a holder that unlocks and relocks sees the true count)
  *   holder        debug builds only (locks/lockdebug.h)
  * Invariants: the nodes from the holder's to tail form the FIFO of waiters, except for a
  * successor between its exchange and its link store (C2): the holder's unlock waits for it.
@@ -40,6 +46,15 @@
  * waiting for a successor to link in, polls, then yields. (Until 2026-11 a waiter polled
  * its predecessor's node to learn that it had become next: a read of a node whose owner
  * may already have unlocked and freed it, which ASan caught in klbench.)
+ * That still pays a wake-up per hand-over once more threads queue than there are CPUs
+ * (measured 20-50 k ops/s at 8 threads on 2 CPUs). So the queue is also kept short, as in
+ * kl_ticket (concurrency restriction: Dice & Kogan's GCR, Dice's Malthusian locks): a
+ * locker that finds the lock held goes through mcs_lock_contended(), which counts the
+ * waiters it lets in (crowd's low half); with holder + counted waiters at kli_crowd_max
+ * (the CPUs we may run on), a newcomer parks passive on &crowd, without a node in the
+ * queue, until the unlock that leaves the lock free wakes it, or MCS_ROTATE_NS passes;
+ * then it queues like anyone. The count is a heuristic (a locker that saw the lock free
+ * but lost the race to the exchange queues uncounted): nothing rests on it but speed.
  *
  * Memory ordering:
  *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
@@ -53,16 +68,24 @@
  *       waiter's CAS WAITING -> SLEEPING and this exchange are RMWs on one word, so exactly
  *       one of "it sees GRANTED and does not sleep" / "we see SLEEPING and wake it" happens
  *   C6  acquire load of our next link (unlock, mcs_promote)   pairs with C2
+ *   S1/S2 asymmetric pair, passive waiters: the waiter adds itself to crowd and issues
+ *       the heavy fence (S1) before its validate reads tail; the unlock that swings tail
+ *       to 0 (C3) takes the light fence (S2) and loads crowd. Either it sees the passive
+ *       waiter and unparks one, or the waiter sees the lock free and does not sleep (its
+ *       timeout would bound the wait anyway). The uncontended unlock stays CAS + one load.
  *
  * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
  * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
- * (exchange + CAS), FIFO convoys under preemption: each hand-over to a sleeper costs a
- * wake-up latency that a barging lock would not pay.
+ * (a load, exchange + CAS, a load), FIFO convoys under preemption: each hand-over to a
+ * sleeper costs a wake-up latency that a barging lock would not pay; oversubscribed,
+ * fairness is long-term (the rotation period), not per acquisition.
  */
 #include <klock/mcs.h>
 #include <klock/wait.h>
+#include "fence_impl.h"
 #include "hooks.h"
 #include "lockdebug.h"
+#include "park.h"
 #include "spin.h"
 
 #define MCS_KIND KLI_KIND_MCS
@@ -70,6 +93,16 @@
 #define MCS_SPIN_NS 50000u
 /* Further back: poll this long (the queue may move fast), then sleep on our flag. */
 #define MCS_QUEUE_SPIN_NS 2000u
+
+/* A passive waiter's longest sleep before it queues anyway: the rotation period (as
+ * kl_ticket's: about kl_mutex's hand-off threshold). */
+#define MCS_ROTATE_NS 1000000u
+/* crowd: one passive waiter (the high half), and the counted waiters (low half). */
+#define MCS_PASSIVE_ONE (1u << 16)
+#define MCS_QUEUED_MASK (MCS_PASSIVE_ONE - 1u)
+
+/* node.flags: the waiter is counted in crowd. */
+#define MCS_NODE_COUNTED 1u
 
 /* node.locked values. */
 #define MCS_WAITING 0u
@@ -142,17 +175,16 @@ static void mcs_pause(struct kl_mcs_node *n, bool near, struct kli_wait *w)
 	}
 }
 
-static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
-				 struct kl_mcs_node *prev, const void *site)
+/* Queued behind @prev: link in, then wait until granted. */
+static void mcs_wait_granted(struct kl_mcs_node *n, struct kl_mcs_node *prev,
+			     struct kli_wait *w)
 {
 	/* Our last read of @prev: it stays alive until it has seen our link (C2). */
 	uint32_t rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
-	struct kli_wait w;
 	struct kli_spin s;
 	uint32_t v;
 
-	kli_wait_begin(&w);
-	kli_wait_spin(&w);
+	kli_wait_spin(w);
 	atomic_store_explicit(&n->locked, rank, memory_order_relaxed); /* nobody else writes it yet */
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
 	atomic_store_explicit(&prev->next, (uintptr_t)n, memory_order_release);
@@ -169,16 +201,99 @@ static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 		}
 		if (kli_spin_poll(&s))
 			continue;
-		mcs_pause(n, rank != MCS_WAITING, &w);
+		mcs_pause(n, rank != MCS_WAITING, w);
 		kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
 	}
-	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 	mcs_promote(n, MCS_NEXT); /* we hold the lock: our successor is next */
+}
+
+/* Lost the race to a free lock: queued uncounted behind @prev. */
+static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
+				 struct kl_mcs_node *prev, const void *site)
+{
+	struct kli_wait w;
+
+	kli_wait_begin(&w);
+	n->flags = 0; /* published by C2 */
+	mcs_wait_granted(n, prev, &w);
+	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
+}
+
+/* Under the bucket lock (and before it): is the lock held with a full queue? */
+static bool mcs_crowded(void *arg)
+{
+	struct kl_mcs *l = arg;
+
+	return atomic_load_explicit(&l->tail, memory_order_relaxed) != 0 &&
+	       (atomic_load_explicit(&l->crowd, memory_order_relaxed) & MCS_QUEUED_MASK) + 1 >=
+		       kli_crowd_max;
+}
+
+/* Polls for MCS_QUEUE_SPIN_NS: does the crowd persist? (A count can lag the queue by a
+ * few instructions - a waiter counted just before it found the lock free - and a passive
+ * wait costs a heavy fence, so a glimpse does not send us there.) */
+static bool mcs_stays_crowded(struct kl_mcs *l, struct kli_wait *w)
+{
+	struct kli_spin s;
+
+	kli_wait_spin(w);
+	kli_spin_start(&s, MCS_QUEUE_SPIN_NS);
+	while (kli_spin_poll(&s))
+		if (!mcs_crowded(l))
+			return false;
+	return true;
+}
+
+/* Wait passive, off the queue, until the lock is free or the rotation period passes. */
+static void mcs_wait_passive(struct kl_mcs *l, struct kli_wait *w)
+{
+	struct timespec until;
+	struct kli_park_req req = { .key = &l->crowd, .validate = mcs_crowded, .arg = l,
+				    .abstime = &until };
+	uintptr_t token;
+
+	kli_wait_sleep(w);
+	kli_deadline_after(&until, MCS_ROTATE_NS);
+	atomic_fetch_add_explicit(&l->crowd, MCS_PASSIVE_ONE, memory_order_relaxed);
+	kli_fence_heavy(); /* S1: pairs with S2 in kl_mcs_unlock() */
+	kli_park(&req, &token);
+	atomic_fetch_sub_explicit(&l->crowd, MCS_PASSIVE_ONE, memory_order_relaxed);
+}
+
+/* The lock was held when we looked: wait passive if the queue is full, then queue,
+ * counted in crowd until granted. */
+static KL_NOINLINE void mcs_lock_contended(struct kl_mcs *l, struct kl_mcs_node *n,
+					   const void *site)
+{
+	struct kl_mcs_node *prev;
+	struct kli_wait w;
+
+	kli_wait_begin(&w);
+	if (mcs_crowded(l) && mcs_stays_crowded(l, &w))
+		mcs_wait_passive(l, &w);
+	atomic_fetch_add_explicit(&l->crowd, 1, memory_order_relaxed);
+	n->flags = MCS_NODE_COUNTED; /* published by C2; the granter uncounts us */
+	/* C1: acq_rel, as in kl_mcs_lock(). */
+	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
+	if (prev != NULL) {
+		mcs_wait_granted(n, prev, &w);
+	} else { /* the lock was free after all: nobody grants it, uncount ourselves */
+		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
+	}
+	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
+}
+
+/* The lock is free and passive waiters sleep: let one in. */
+static KL_NOINLINE void mcs_wake_passive(struct kl_mcs *l)
+{
+	kli_unpark_one(&l->crowd, NULL, NULL);
 }
 
 void kl_mcs_init(struct kl_mcs *l)
 {
 	atomic_store_explicit(&l->tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&l->crowd, 0, memory_order_relaxed);
 #if KLOCK_DEBUG_LOCKS
 	atomic_store_explicit(&l->holder, 0, memory_order_relaxed);
 #endif
@@ -204,12 +319,18 @@ void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *n)
 		return;
 #endif
 	mcs_node_init(n);
-	/* C1: acq_rel, pairs with C3 (free lock) and with the successor's view of our node. */
-	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
-	if (kl_unlikely(prev != NULL))
-		mcs_wait(l, n, prev, KLI_SITE());
-	else /* tell a successor that links in that it is next (a hint) */
-		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
+	if (kl_unlikely(atomic_load_explicit(&l->tail, memory_order_relaxed) != 0)) {
+		mcs_lock_contended(l, n, KLI_SITE());
+	} else {
+		/* C1: acq_rel, pairs with C3 (free lock) and with the successor's view of our
+		 * node. */
+		prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n,
+							memory_order_acq_rel));
+		if (kl_unlikely(prev != NULL))
+			mcs_wait(l, n, prev, KLI_SITE());
+		else /* tell a successor that links in that it is next (a hint) */
+			atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
+	}
 #if KLOCK_DEBUG_LOCKS
 	kli_dbg_locked(&l->holder);
 #endif
@@ -256,6 +377,8 @@ static KL_NOINLINE void mcs_hand_over(struct kl_mcs *l, struct kl_mcs_node *n,
 {
 	if (next == NULL)
 		next = mcs_wait_next(n);
+	if (next->flags & MCS_NODE_COUNTED) /* read after C6: see mcs_wait_next / the unlock */
+		atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
 	/* C5: release, pairs with C4. A sleeping successor needs a wake-up (its node may be
 	 * gone once it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
 	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==
@@ -281,6 +404,10 @@ void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *n)
 		if (kl_likely(atomic_compare_exchange_strong_explicit(&l->tail, &expect, 0,
 								      memory_order_release,
 								      memory_order_relaxed))) {
+			kli_fence_light(); /* S2: pairs with S1 in mcs_wait_passive() */
+			if (kl_unlikely(atomic_load_explicit(&l->crowd, memory_order_relaxed) >=
+					MCS_PASSIVE_ONE))
+				mcs_wake_passive(l);
 			kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
 			return;
 		}

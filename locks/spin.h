@@ -27,6 +27,12 @@
 
 /* Backoff cap for this machine, fixed at init (see kli_spin_init()). */
 extern uint32_t kli_backoff_cap;
+/* Crowding threshold of the FIFO spinlocks (ticket, MCS): holder + waiters at which a
+ * newcomer waits passive instead of queueing. The CPUs this process may run on (at least
+ * 2): with that many queued, a newcomer proves there are more threads than CPUs, and a
+ * FIFO queue longer than that hands the lock to a thread that is not running. Fixed at
+ * init; "never" (UINT32_MAX) until then. */
+extern uint32_t kli_crowd_max;
 void kli_spin_init(void);
 
 struct kli_spin {

@@ -12,8 +12,10 @@
  * State:
  *   next      ticket the next locker gets (wraps mod 2^32)
  *   owner     ticket being served; owner == next: unlocked; next - owner: holder + waiters
- *   sleepers  waiters parked (or about to park) on the lock's key, each tagged with its
- *             ticket (the park cookie)
+ *   sleepers  bits 0-15: ticket holders parked (or about to park) on the lock's key, each
+ *             tagged with its ticket (the park cookie); bits 16-31: passive waiters
+ *             (no ticket yet) parked on &sleepers - one word, so the uncontended unlock
+ *             asks "anyone asleep?" with one load
  *   holder    debug builds only: the holder's record (locks/lockdebug.h)
  * Invariants: owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
  * owner. A waiter parks only while its ticket is at least two places from being served
@@ -25,6 +27,17 @@
  * the CPU it needs. So the next in line spins on a time budget and then yields (kli_yield)
  * to the preempted thread; the others spin briefly and then sleep in the parking lot until
  * their turn is next (TWA, Dice & Kogan 2019, with the parking lot as the waiting array).
+ * That alone still pays a wake-up per hand-over once more threads queue than there are
+ * CPUs (each sleeper's turn comes while it sleeps: measured 20-50 k ops/s at 8 threads on
+ * 2 CPUs, against millions at 2). So the queue is also kept short - concurrency
+ * restriction (Dice & Kogan's GCR, 2019; Dice's Malthusian locks, 2017): a newcomer that
+ * finds kli_crowd_max tickets outstanding (holder + waiters = the CPUs we may run on, so
+ * threads now outnumber CPUs) takes no ticket; it parks passive on &sleepers and takes one
+ * when woken - by the unlock that leaves the queue empty - or after TICKET_ROTATE_NS
+ * asleep. The running threads keep the lock among themselves at full speed; the timeout
+ * rotates the passive ones back in (each admission lengthens the queue, so some running
+ * thread is culled on its next lock): nobody waits more than about a rotation period plus
+ * a queue. FIFO holds among ticket holders, not among passive waiters.
  *
  * Memory ordering:
  *   T1  fetch-add on next (relaxed): only picks the ticket; RMW atomicity makes it unique.
@@ -36,13 +49,19 @@
  *       sleeper (and unparks under the bucket lock, where validate and unpark serialise) or
  *       the parker sees the new owner and does not sleep. The light side is what keeps the
  *       uncontended unlock a plain store plus two loads.
+ *   S1/S2 again for passive waiters: the passive count in sleepers, the heavy fence, then
+ *       the gate's validate reads owner and next; the unlock that empties the queue (owner
+ *       == next after T3) sees the count and unparks one, or the waiter sees the room.
+ *       Nothing rests on it but latency: a passive waiter also wakes by its timeout.
  *   Trylock: T2 (acquire load of owner), then a CAS next: owner -> owner + 1, which
  *   succeeds only if no ticket was taken since, so the owner value read is current.
  *
  * Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
  * two loads). Cons: every awake waiter polls one line (O(waiters) traffic per release);
  * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
- * waking a sleeper costs a system call in the unlock that makes it next.
+ * waking a sleeper costs a system call in the unlock that makes it next; the crowding
+ * check is one more load on the uncontended lock; oversubscribed, fairness is long-term
+ * (rotation period), not per acquisition.
  */
 #include "ticket_impl.h"
 #include "fence_impl.h"
@@ -57,6 +76,12 @@
 #define TICKET_SPIN_NS 50000u
 /* Further back: poll this long (the queue may move fast), then sleep until next. */
 #define TICKET_QUEUE_SPIN_NS 2000u
+/* A passive waiter's longest sleep before it takes a ticket anyway: the rotation period,
+ * about kl_mutex's hand-off threshold (no thread starves longer than that plus a queue). */
+#define TICKET_ROTATE_NS 1000000u
+/* sleepers: one passive waiter (the high half), and the ticket holders' count (low half). */
+#define TICKET_PASSIVE_ONE (1u << 16)
+#define TICKET_HOLDERS_MASK (TICKET_PASSIVE_ONE - 1u)
 /* What kl_ticket_destroy() leaves in both counters. */
 #define TICKET_POISON 0xdead0000u
 
@@ -64,6 +89,13 @@ struct ticket_park {
 	struct kl_ticket *t;
 	uint32_t my;
 };
+
+/* Tickets outstanding: holder + waiters (0 when free). */
+static inline uint32_t ticket_queued(const struct kl_ticket *t)
+{
+	return atomic_load_explicit(&t->next, memory_order_relaxed) -
+	       atomic_load_explicit(&t->owner, memory_order_relaxed);
+}
 
 /* Under the bucket lock: sleep only while our turn is at least two places away. */
 static bool ticket_validate(void *arg)
@@ -89,15 +121,14 @@ static void ticket_sleep(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
 	kli_wait_spin(w);
 }
 
-static KL_NOINLINE void ticket_wait(struct kl_ticket *t, uint32_t my, const void *site)
+/* Waits, with ticket @my, until it is served. */
+static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
 {
-	struct kli_wait w;
 	struct kli_spin s;
 	uint32_t owner;
 	bool next = false;
 
-	kli_wait_begin(&w);
-	kli_wait_spin(&w);
+	kli_wait_spin(w);
 	kli_spin_start(&s, TICKET_QUEUE_SPIN_NS);
 	while ((owner = atomic_load_explicit(&t->owner, memory_order_acquire)) != my) { /* T2 */
 		if (!next && my - owner == 1) { /* our turn is next: the spin budget restarts */
@@ -109,18 +140,61 @@ static KL_NOINLINE void ticket_wait(struct kl_ticket *t, uint32_t my, const void
 		if (next) {
 			kli_yield(); /* the holder may be preempted: give it our CPU */
 		} else {
-			ticket_sleep(t, my, &w);
+			ticket_sleep(t, my, w);
 		}
 		kli_spin_start(&s, next ? TICKET_SPIN_NS : TICKET_QUEUE_SPIN_NS);
 	}
+}
+
+static KL_NOINLINE void ticket_wait(struct kl_ticket *t, uint32_t my, const void *site)
+{
+	struct kli_wait w;
+
+	kli_wait_begin(&w);
+	ticket_wait_turn(t, my, &w);
 	kli_wait_end(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
 }
 
-/* Sleepers exist: wake the one whose ticket is now next (it may not have parked yet, or
- * not at all: then nothing happens and it finds out by itself). */
-static KL_NOINLINE void ticket_wake_next(struct kl_ticket *t, uint32_t owner)
+/* Under the bucket lock: wait passive only while the queue is still crowded. */
+static bool ticket_gate_validate(void *arg)
 {
-	kli_unpark_cookie(t, owner + 1, 0);
+	return ticket_queued(arg) >= kli_crowd_max;
+}
+
+/* The queue is crowded (threads outnumber CPUs): wait passive, without a ticket, until an
+ * unlock empties the queue or the rotation period passes; then queue like anyone. */
+static KL_NOINLINE void ticket_lock_crowded(struct kl_ticket *t, const void *site)
+{
+	struct timespec until;
+	struct kli_park_req req = { .key = &t->sleepers, .validate = ticket_gate_validate,
+				    .arg = t, .abstime = &until };
+	struct kli_wait w;
+	uintptr_t token;
+	uint32_t my;
+
+	kli_wait_begin(&w);
+	kli_wait_sleep(&w);
+	kli_deadline_after(&until, TICKET_ROTATE_NS);
+	atomic_fetch_add_explicit(&t->sleepers, TICKET_PASSIVE_ONE, memory_order_relaxed);
+	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() */
+	kli_park(&req, &token);
+	atomic_fetch_sub_explicit(&t->sleepers, TICKET_PASSIVE_ONE, memory_order_relaxed);
+	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
+	if (atomic_load_explicit(&t->owner, memory_order_acquire) != my) /* T2 */
+		ticket_wait_turn(t, my, &w);
+	kli_wait_end(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
+}
+
+/* Sleepers exist (@sleepers): wake the ticket holder that is now next (it may not have
+ * parked yet, or not at all: then nothing happens and it finds out by itself), and, if
+ * the queue is now empty, one passive waiter. */
+static KL_NOINLINE void ticket_wake(struct kl_ticket *t, uint32_t owner, uint32_t sleepers)
+{
+	if (sleepers & TICKET_HOLDERS_MASK)
+		kli_unpark_cookie(t, owner + 1, 0);
+	if (sleepers >= TICKET_PASSIVE_ONE &&
+	    atomic_load_explicit(&t->next, memory_order_relaxed) == owner)
+		kli_unpark_one(&t->sleepers, NULL, NULL);
 }
 
 void kl_ticket_init(struct kl_ticket *t)
@@ -153,10 +227,14 @@ void kl_ticket_lock(struct kl_ticket *t)
 	if (!kli_dbg_lock_ok(&t->holder, t, TICKET_KIND, KLI_SITE()))
 		return;
 #endif
-	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
-	owner = atomic_load_explicit(&t->owner, memory_order_acquire);   /* T2: pairs with T3 */
-	if (kl_unlikely(owner != my))
-		ticket_wait(t, my, KLI_SITE());
+	if (kl_unlikely(ticket_queued(t) >= kli_crowd_max)) {
+		ticket_lock_crowded(t, KLI_SITE());
+	} else {
+		my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
+		owner = atomic_load_explicit(&t->owner, memory_order_acquire); /* T2: pairs with T3 */
+		if (kl_unlikely(owner != my))
+			ticket_wait(t, my, KLI_SITE());
+	}
 #if KLOCK_DEBUG_LOCKS
 	kli_dbg_locked(&t->holder);
 #endif
@@ -188,7 +266,7 @@ static KL_ALWAYS_INLINE bool ticket_trylock(struct kl_ticket *t, const void *sit
 /* The unlock, naming @site (as ticket_trylock). */
 static KL_ALWAYS_INLINE void ticket_unlock(struct kl_ticket *t, const void *site)
 {
-	uint32_t owner;
+	uint32_t owner, sleepers;
 
 	kli_hook_release(t, TICKET_KIND, KLI_HF_SPIN, site);
 #if KLOCK_DEBUG_LOCKS
@@ -198,8 +276,9 @@ static KL_ALWAYS_INLINE void ticket_unlock(struct kl_ticket *t, const void *site
 	owner = atomic_load_explicit(&t->owner, memory_order_relaxed) + 1; /* only we write it */
 	atomic_store_explicit(&t->owner, owner, memory_order_release); /* T3 */
 	kli_fence_light(); /* S2: pairs with S1 in ticket_sleep() */
-	if (kl_unlikely(atomic_load_explicit(&t->sleepers, memory_order_relaxed) != 0))
-		ticket_wake_next(t, owner);
+	sleepers = atomic_load_explicit(&t->sleepers, memory_order_relaxed);
+	if (kl_unlikely(sleepers != 0))
+		ticket_wake(t, owner, sleepers);
 	kli_hook_released(t, TICKET_KIND, KLI_HF_SPIN);
 }
 
@@ -236,10 +315,14 @@ void kli_ticket_lock_at(struct kl_ticket *t, const void *site)
 	if (!kli_dbg_lock_ok(&t->holder, t, TICKET_KIND, site))
 		return;
 #endif
-	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
-	owner = atomic_load_explicit(&t->owner, memory_order_acquire);   /* T2: pairs with T3 */
-	if (kl_unlikely(owner != my))
-		ticket_wait(t, my, site);
+	if (kl_unlikely(ticket_queued(t) >= kli_crowd_max)) {
+		ticket_lock_crowded(t, site);
+	} else {
+		my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
+		owner = atomic_load_explicit(&t->owner, memory_order_acquire); /* T2: pairs with T3 */
+		if (kl_unlikely(owner != my))
+			ticket_wait(t, my, site);
+	}
 #if KLOCK_DEBUG_LOCKS
 	kli_dbg_locked(&t->holder);
 #endif

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "kltest.h"
 #include "kl_internal.h"
+#include "spin.h"
 
 /* More threads than this machine's CPUs: waiters must yield, not collapse. */
 #define NTHREADS 4
@@ -142,6 +143,61 @@ static void test_mcs_serves_in_arrival_order_waking_sleepers(void **state)
 		assert_int_equal(order[i], i);
 }
 
+/* ---- crowding: with kli_crowd_max queued, a newcomer waits off the queue ---------------- */
+#define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
+#define CROWD_POLL_MS 200     /* longest a try polls for it */
+
+static void *lock_unlock_once(void *arg)
+{
+	struct kl_mcs_node node;
+
+	(void)arg;
+	kl_mcs_lock(&ml, &node);
+	kl_mcs_unlock(&ml, &node);
+	return NULL;
+}
+
+/* Holds the lock with crowd - 1 counted waiters queued, starts one more thread and polls,
+ * without sleeping, for it to show up as a passive waiter before it queues. */
+static bool newcomer_seen_passive(uint32_t crowd)
+{
+	struct kl_mcs_node mine;
+	pthread_t t[KLT_MAX_THREADS];
+	int64_t until;
+	bool seen = false;
+
+	kl_mcs_init(&ml);
+	kl_mcs_lock(&ml, &mine);
+	for (uint32_t i = 0; i + 1 < crowd; i++) {
+		assert_int_equal(pthread_create(&t[i], NULL, lock_unlock_once, NULL), 0);
+		while ((atomic_load(&ml.crowd) & 0xffff) != i + 1)
+			klt_sleep_ms(1);
+	}
+	assert_int_equal(pthread_create(&t[crowd - 1], NULL, lock_unlock_once, NULL), 0);
+	until = klt_now_ns() + CROWD_POLL_MS * 1000000ll;
+	while (!seen && (atomic_load(&ml.crowd) & 0xffff) == crowd - 1 && klt_now_ns() < until)
+		seen = (atomic_load(&ml.crowd) >> 16) == 1;
+	kl_mcs_unlock(&ml, &mine);
+	for (uint32_t i = 0; i < crowd; i++)
+		pthread_join(t[i], NULL);
+	assert_false(kl_mcs_is_locked(&ml));
+	assert_int_equal(atomic_load(&ml.crowd), 0);
+	return seen;
+}
+
+static void test_mcs_newcomer_to_a_crowded_queue_waits_off_the_queue(void **state)
+{
+	uint32_t crowd = kli_crowd_max;
+	bool seen = false;
+
+	(void)state;
+	if (crowd + 1 > KLT_MAX_THREADS)
+		skip(); /* more CPUs than the test's thread table */
+	for (int i = 0; i < CROWD_ATTEMPTS && !seen; i++)
+		seen = newcomer_seen_passive(crowd);
+	assert_true(seen);
+}
+
 /* Tries once; releases what it got. */
 static void *trylock_once(void *arg)
 {
@@ -227,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_mcs_excludes_under_contention),
 		cmocka_unit_test(test_mcs_waiter_never_reads_its_predecessors_node),
 		cmocka_unit_test(test_mcs_serves_in_arrival_order_waking_sleepers),
+		cmocka_unit_test(test_mcs_newcomer_to_a_crowded_queue_waits_off_the_queue),
 		cmocka_unit_test(test_mcs_trylock_fails_while_held),
 		cmocka_unit_test(test_mcs_static_initializer_works),
 #if KLOCK_DEBUG_LOCKS

@@ -3,6 +3,7 @@
 #include <klock/ticket.h>
 #include "kltest.h"
 #include "kl_internal.h"
+#include "spin.h"
 
 /* More threads than this machine's CPUs: waiters must yield, not collapse. */
 #define NTHREADS 4
@@ -82,7 +83,10 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 		while (atomic_load(&tl.next) != (uint32_t)i + 2)
 			klt_sleep_ms(1);
 	}
-	/* Only the next in line stays awake; the two behind it go to sleep. */
+	/* Only the next in line stays awake; the two behind it go to sleep. (Where the queue
+	 * is crowded - 3 tickets on 2 CPUs - the third waited passive first, then took its
+	 * ticket at its rotation timeout: arrival order still holds here, since each thread
+	 * has taken its ticket before the next one starts.) */
 	while (atomic_load(&tl.sleepers) != FIFO_WAITERS - 1)
 		klt_sleep_ms(1);
 	kl_ticket_unlock(&tl); /* wakes the one that becomes next, and so on down the line */
@@ -90,6 +94,59 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < FIFO_WAITERS; i++)
 		assert_int_equal(order[i], i);
+}
+
+/* ---- crowding: with kli_crowd_max tickets out, a newcomer waits without one ------------- */
+#define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
+#define CROWD_POLL_MS 200     /* longest a try polls for it */
+
+static void *lock_unlock_once(void *arg)
+{
+	(void)arg;
+	kl_ticket_lock(&tl);
+	kl_ticket_unlock(&tl);
+	return NULL;
+}
+
+/* Holds the lock with the queue full (crowd - 1 waiters), starts one more thread and
+ * polls, without sleeping, for it to show up as a passive waiter; returns whether it did
+ * before it took a ticket (it takes one at its rotation timeout, or at the unlock). */
+static bool newcomer_seen_passive(uint32_t crowd)
+{
+	pthread_t t[KLT_MAX_THREADS];
+	int64_t until;
+	bool seen = false;
+
+	kl_ticket_init(&tl);
+	kl_ticket_lock(&tl);
+	for (uint32_t i = 0; i + 1 < crowd; i++) {
+		assert_int_equal(pthread_create(&t[i], NULL, lock_unlock_once, NULL), 0);
+		while (atomic_load(&tl.next) != i + 2)
+			klt_sleep_ms(1);
+	}
+	assert_int_equal(pthread_create(&t[crowd - 1], NULL, lock_unlock_once, NULL), 0);
+	until = klt_now_ns() + CROWD_POLL_MS * 1000000ll;
+	while (!seen && atomic_load(&tl.next) == crowd && klt_now_ns() < until)
+		seen = (atomic_load(&tl.sleepers) >> 16) == 1;
+	kl_ticket_unlock(&tl);
+	for (uint32_t i = 0; i < crowd; i++)
+		pthread_join(t[i], NULL);
+	assert_false(kl_ticket_is_locked(&tl));
+	assert_int_equal(atomic_load(&tl.sleepers), 0);
+	return seen;
+}
+
+static void test_ticket_newcomer_to_a_crowded_queue_waits_without_a_ticket(void **state)
+{
+	uint32_t crowd = kli_crowd_max;
+	bool seen = false;
+
+	(void)state;
+	if (crowd + 1 > KLT_MAX_THREADS)
+		skip(); /* more CPUs than the test's thread table */
+	for (int i = 0; i < CROWD_ATTEMPTS && !seen; i++)
+		seen = newcomer_seen_passive(crowd);
+	assert_true(seen);
 }
 
 /* Tries once; releases what it got. */
@@ -169,6 +226,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ticket_excludes_under_contention),
 		cmocka_unit_test(test_ticket_serves_in_arrival_order_waking_sleepers),
+		cmocka_unit_test(test_ticket_newcomer_to_a_crowded_queue_waits_without_a_ticket),
 		cmocka_unit_test(test_ticket_trylock_fails_while_held),
 		cmocka_unit_test(test_ticket_static_initializer_works),
 #if KLOCK_DEBUG_LOCKS

@@ -30,20 +30,21 @@ KL_BEGIN_DECLS
 struct kl_mcs_node {
 	KL_ATOMIC(uintptr_t) next;   /* successor's node, once it has linked itself in */
 	KL_ATOMIC(uint32_t) locked;  /* waiting / sleeping / granted by the predecessor */
-	uint32_t pad;
+	uint32_t flags;              /* set by the waiter before it links in */
 };
 
 struct kl_mcs {
 	KL_ATOMIC(uintptr_t) tail;   /* last queued node (the holder's when alone), 0 = free */
+	KL_ATOMIC(uint32_t) crowd;   /* waiters queued and waiting passive (see locks/mcs.c) */
 #if KLOCK_DEBUG_LOCKS
 	KL_ATOMIC(uintptr_t) holder; /* debug builds: holder's thread record, or a poison */
 #endif
 };
 
 #if KLOCK_DEBUG_LOCKS
-#define KL_MCS_INITIALIZER { 0, 0 }
+#define KL_MCS_INITIALIZER { 0, 0, 0 }
 #else
-#define KL_MCS_INITIALIZER { 0 }
+#define KL_MCS_INITIALIZER { 0, 0 }
 #endif
 
 /** kl_mcs_init - make @l an unlocked MCS lock. Never blocks. */
