@@ -78,7 +78,8 @@
  * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
  * (a load, exchange + CAS, a load), FIFO convoys under preemption: each hand-over to a
  * sleeper costs a wake-up latency that a barging lock would not pay; oversubscribed,
- * fairness is long-term (the rotation period), not per acquisition.
+ * fairness is long-term (the rotation period), not per acquisition. Limits: fewer than
+ * 2^16 counted waiters and 2^16 passive waiters per lock.
  */
 #include <klock/mcs.h>
 #include <klock/wait.h>

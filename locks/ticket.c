@@ -60,8 +60,9 @@
  * two loads). Cons: every awake waiter polls one line (O(waiters) traffic per release);
  * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
  * waking a sleeper costs a system call in the unlock that makes it next; the crowding
- * check is one more load on the uncontended lock; oversubscribed, fairness is long-term
- * (rotation period), not per acquisition.
+ * check adds two loads of the lock's own line and a compare to the uncontended lock;
+ * oversubscribed, fairness is long-term (rotation period), not per acquisition. Limits:
+ * fewer than 2^16 sleeping ticket holders and 2^16 passive waiters per lock.
  */
 #include "ticket_impl.h"
 #include "fence_impl.h"
