@@ -152,6 +152,17 @@ static inline void klt_guarded_bump(long *counter, int bumps, _Atomic long *viol
 		atomic_fetch_add(violations, 1);
 }
 
+/* For a state that lasts a bounded time (a passive wait with a timeout, say): runs
+ * @attempt(@arg) up to @tries times, true as soon as one saw the state. One miss can be a
+ * scheduling accident on a loaded machine; a miss in every try is a failure. */
+static inline bool klt_seen_in_tries(int tries, bool (*attempt)(uint32_t), uint32_t arg)
+{
+	for (int i = 0; i < tries; i++)
+		if (attempt(arg))
+			return true;
+	return false;
+}
+
 /* Start @n threads running fn(arg_i) where arg_i = (char *)args + i * stride; join them. */
 static inline void klt_run_threads(int n, void *(*fn)(void *), void *args, size_t stride)
 {

@@ -187,15 +187,10 @@ static bool newcomer_seen_passive(uint32_t crowd)
 
 static void test_mcs_newcomer_to_a_crowded_queue_waits_off_the_queue(void **state)
 {
-	uint32_t crowd = kli_crowd_max;
-	bool seen = false;
-
 	(void)state;
-	if (crowd + 1 > KLT_MAX_THREADS)
+	if (kli_crowd_max + 1 > KLT_MAX_THREADS)
 		skip(); /* more CPUs than the test's thread table */
-	for (int i = 0; i < CROWD_ATTEMPTS && !seen; i++)
-		seen = newcomer_seen_passive(crowd);
-	assert_true(seen);
+	assert_true(klt_seen_in_tries(CROWD_ATTEMPTS, newcomer_seen_passive, kli_crowd_max));
 }
 
 /* Tries once; releases what it got. */
