@@ -56,8 +56,10 @@ KL_API void kl_mcs_destroy(struct kl_mcs *l) KL_NONNULL(1);
 
 /**
  * kl_mcs_lock - acquire @l in arrival order, queueing @node. Spins, then sleeps until its
- * predecessor hands it over. Not recursive. The same thread must unlock, with the same
- * @node.
+ * predecessor hands it over. When as many threads hold or wait for @l as the process may
+ * use CPUs, a newcomer first waits off the queue until the lock is free or about 1 ms
+ * passes (kl_ticket_lock's rule). Not recursive. The same thread must unlock, with the
+ * same @node.
  */
 KL_API void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *node) KL_NONNULL(1, 2);
 

@@ -50,8 +50,11 @@ KL_API void kl_ticket_destroy(struct kl_ticket *t) KL_NONNULL(1);
 
 /**
  * kl_ticket_lock - acquire @t, in arrival order. The next in line spins (yielding the CPU
- * now and then); those further back sleep until their turn is next. Not recursive. Only
- * the thread that locked @t may unlock it.
+ * now and then); those further back sleep until their turn is next. When as many threads
+ * hold or wait for @t as the process may use CPUs, a newcomer first waits without a
+ * ticket until the queue empties or about 1 ms passes (so order is by arrival among the
+ * queued, and over ~1 ms among the rest). Not recursive. Only the thread that locked @t
+ * may unlock it.
  */
 KL_API void kl_ticket_lock(struct kl_ticket *t) KL_NONNULL(1);
 
