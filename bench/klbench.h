@@ -174,6 +174,8 @@ int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *ti
 int kb_latency_main(int argc, char **argv);
 /* ns per lock+unlock pair, one thread, `iters` pairs (read side if `read` and it has one). */
 double kb_pair_ns(const struct lockops *ops, bool read, uint64_t iters);
+/* The same through the adapter's own loop (inline pairs); NAN when it has none. */
+double kb_pair_inline_ns(const struct lockops *ops, bool read, uint64_t iters);
 /* Median ns of `samples` isolated write pairs of `ops` (each after `gap_s` idle) while
  * `readers` threads loop on its read side; `burst_ns` (if not NULL) gets the mean of a
  * burst of 1000. With `ops` NULL: one heavy fence, readers on `host`'s read side. */

@@ -9,6 +9,12 @@
  *                            The `busted` adapter (calls that do nothing) is timed too:
  *                            its pair is the cost of reaching any adapter through the
  *                            ops table, and "net" columns subtract it.
+ *   inline pairs             the same pairs run by the adapter's own loop
+ *                            (read_pair_loop / write_pair_loop): the lock's calls compiled
+ *                            as an application compiles them, no indirect call per pair.
+ *                            The figure to compare locks by when a pair costs about as
+ *                            much as the adapter call (read-biased read sides); busted's
+ *                            loop is the empty iteration.
  *   isolated write           with N reader threads looping on the read side: sleep
  *                            `--gap`, then time one write lock+unlock; `--samples` times.
  *   burst write              with the same readers: `--burst` write pairs back to back,
@@ -44,9 +50,11 @@
 #define LAT_MAX_SAMPLES 1000
 #define LAT_PAD 128
 
-enum lat_measure { LM_READ, LM_WRITE, LM_ISOLATED, LM_BURST, LM_FENCE, LM_COUNT };
+enum lat_measure { LM_READ, LM_WRITE, LM_ISOLATED, LM_BURST, LM_FENCE, LM_READ_INL,
+		   LM_WRITE_INL, LM_COUNT };
 static const char *const lat_names[LM_COUNT] = { "read_pair", "write_pair", "write_isolated",
-						  "write_burst", "fence_heavy" };
+						  "write_burst", "fence_heavy",
+						  "read_pair_inline", "write_pair_inline" };
 
 struct lat_rec {
 	const struct lockops *ops;   /* NULL for the fence */
@@ -150,6 +158,33 @@ static double time_pairs(void (*lk)(void *, void *), void (*ul)(void *, void *),
 	return (double)(kb_now_ns() - t0) / (double)n;
 }
 
+/* ns per pair over n pairs run by the adapter's own loop. */
+static double time_loop(void (*loop)(void *, void *, unsigned long), void *l, void *ts,
+			uint64_t n)
+{
+	uint64_t t0 = kb_now_ns();
+
+	loop(l, ts, (unsigned long)n);
+	return (double)(kb_now_ns() - t0) / (double)n;
+}
+
+/* After the pair loops the lock must be free: a write trylock succeeds (exit status 3,
+ * "a lock FAILED verification", if not - a loop that leaks a hold would otherwise show
+ * up as a hang or a cheap pair). */
+static void check_released(const struct lat_lock *k, void *ts)
+{
+	const struct lockops *ops = k->ops;
+
+	if (ops->write_trylock == NULL || (ops->flags & LOCKOPS_BUSTED))
+		return;
+	if (!ops->write_trylock(k->lock, ts)) {
+		fprintf(stderr, "klbench: %s: FAILED: held after its lock+unlock pairs\n",
+			ops->name);
+		exit(3);
+	}
+	ops->write_unlock(k->lock, ts);
+}
+
 static void measure_pairs(struct lat_opts *o, const struct lockops *ops, unsigned rep)
 {
 	struct lat_lock k;
@@ -168,6 +203,17 @@ static void measure_pairs(struct lat_opts *o, const struct lockops *ops, unsigne
 		rec_add(o, ops, LM_READ, 0, rep,
 			time_pairs(ops->read_lock, ops->read_unlock, k.lock, ts, o->iters));
 	}
+	if (ops->write_pair_loop != NULL) {
+		time_loop(ops->write_pair_loop, k.lock, ts, o->iters / 8); /* warm */
+		rec_add(o, ops, LM_WRITE_INL, 0, rep,
+			time_loop(ops->write_pair_loop, k.lock, ts, o->iters));
+	}
+	if (ops->read_pair_loop != NULL) {
+		time_loop(ops->read_pair_loop, k.lock, ts, o->iters / 8); /* warm */
+		rec_add(o, ops, LM_READ_INL, 0, rep,
+			time_loop(ops->read_pair_loop, k.lock, ts, o->iters));
+	}
+	check_released(&k, ts);
 	ts_leave(&k, ts);
 	lat_close(&k);
 }
@@ -305,6 +351,24 @@ double kb_writer_cost(const struct lockops *ops, const struct lockops *host,
 	return iso;
 }
 
+double kb_pair_inline_ns(const struct lockops *ops, bool read, uint64_t iters)
+{
+	void (*loop)(void *, void *, unsigned long) = read ? ops->read_pair_loop
+							    : ops->write_pair_loop;
+	struct lat_lock k;
+	unsigned char *ts;
+	double ns;
+
+	if (loop == NULL || lat_open(&k, ops) < 0)
+		return NAN;
+	ts = ts_enter(&k);
+	time_loop(loop, k.lock, ts, iters / 8); /* warm */
+	ns = time_loop(loop, k.lock, ts, iters);
+	ts_leave(&k, ts);
+	lat_close(&k);
+	return ns;
+}
+
 double kb_pair_ns(const struct lockops *ops, bool read, uint64_t iters)
 {
 	struct lat_lock k;
@@ -375,12 +439,15 @@ static void print_pairs(const struct lat_opts *o)
 
 	printf("uncontended lock+unlock pairs: 1 thread (+ an idle helper thread), %llu pairs "
 	       "per timing, median of %u\n", (unsigned long long)o->iters, o->repeats);
-	printf("%-24s %10s %10s %10s %10s\n", "lock", "read", "write", "read net", "write net");
+	printf("%-24s %10s %10s %10s %10s %10s %10s\n", "lock", "read", "write", "read net",
+	       "write net", "read inl", "write inl");
 	if (null != NULL) {
 		printf("%-24s", "(adapter call: busted)");
 		cell(call);
 		cell(call);
-		printf("\n");
+		printf(" %10s %10s %10s", "", "", "");
+		cell(rec_median(o, null, LM_WRITE_INL, 0));
+		printf("  <- empty loop\n");
 	}
 	for (unsigned i = 0; i < o->nlocks; i++) {
 		const struct lockops *ops = o->locks[i];
@@ -393,6 +460,8 @@ static void print_pairs(const struct lat_opts *o)
 		cell(wr);
 		cell(rd - call);
 		cell(wr - call);
+		cell(rec_median(o, ops, LM_READ_INL, 0));
+		cell(rec_median(o, ops, LM_WRITE_INL, 0));
 		printf("\n");
 	}
 }

@@ -988,14 +988,22 @@ static const struct lockops *lk(const char *name)
 }
 
 /* Median over `reps` interleaved repeats of each lock's uncontended pair. */
+/* Median ns per uncontended pair of each lock, run by the adapter's own loop (the calls
+ * inlined as an application compiles them), or through the ops table where an adapter
+ * has no loop (`via_table` set). */
 static void pairs(const struct lockops *const *locks, const bool *read, unsigned n,
-		  unsigned reps, double *out)
+		  unsigned reps, double *out, bool *via_table)
 {
 	double v[KB_MAX_AXIS][SCN_REPEATS * 4];
 
+	for (unsigned i = 0; i < n; i++)
+		via_table[i] = locks[i] != NULL &&
+			       (read[i] ? locks[i]->read_pair_loop : locks[i]->write_pair_loop) == NULL;
 	for (unsigned r = 0; r < reps; r++)
 		for (unsigned i = 0; i < n; i++)
-			v[i][r] = locks[i] ? kb_pair_ns(locks[i], read[i], 1u << 20) : NAN;
+			v[i][r] = locks[i] == NULL ? NAN
+				  : via_table[i] ? kb_pair_ns(locks[i], read[i], 1u << 20)
+						 : kb_pair_inline_ns(locks[i], read[i], 1u << 20);
 	for (unsigned i = 0; i < n; i++) {
 		struct ms_set set;
 
@@ -1011,10 +1019,7 @@ static void pairs(const struct lockops *const *locks, const bool *read, unsigned
 	}
 }
 
-/* Below this a pair's cost net of the adapter call is timer noise, not a cost. */
-#define FLOOR_NET_MIN_NS 0.5
-
-enum { P_NULL, P_KLM, P_PTM, P_URCU, P_RM, P_PC, P_PTRW, P_CKRW, P_N };
+enum { P_LOOP, P_KLM, P_PTM, P_URCU, P_RM, P_PC, P_PTRW, P_CKRW, P_N };
 
 static void floors_pairs(struct scn_ctx *x, unsigned reps)
 {
@@ -1022,41 +1027,37 @@ static void floors_pairs(struct scn_ctx *x, unsigned reps)
 		lk("urcu_memb"), lk("kl_rmlock"), lk("kl_pcpu_rwsem"), lk("pthread_rwlock"),
 		lk("ck_rwlock") };
 	const bool rd[P_N] = { false, false, false, true, true, true, true, true };
-	double ns[P_N], call, u;
+	double ns[P_N];
+	bool table[P_N], any = false;
 
-	pairs(l, rd, P_N, reps, ns);
-	call = isnan(ns[P_NULL]) ? 0 : ns[P_NULL];
-	u = ns[P_URCU] - call;
-	say(x, "uncontended pairs (ns, median of %u): call %.1f, kl_mutex %.1f, pthread_mutex "
-	    "%.1f, urcu read %.1f, kl_rmlock read %.1f, kl_pcpu_rwsem read %.1f, "
-	    "pthread_rwlock read %.1f, ck_rwlock read %.1f\n", reps, call, ns[P_KLM], ns[P_PTM],
-	    ns[P_URCU], ns[P_RM], ns[P_PC], ns[P_PTRW], ns[P_CKRW]);
+	pairs(l, rd, P_N, reps, ns, table);
+	for (int i = P_KLM; i < P_N; i++)
+		any |= table[i];
+	say(x, "uncontended pairs, each lock's calls inlined in a loop as an application compiles "
+	    "them (ns, median of %u; the empty loop: %.1f): kl_mutex %.1f, pthread_mutex %.1f, "
+	    "urcu read %.1f, kl_rmlock read %.1f, kl_pcpu_rwsem read %.1f, pthread_rwlock read "
+	    "%.1f, ck_rwlock read %.1f%s\n", reps, ns[P_LOOP], ns[P_KLM], ns[P_PTM], ns[P_URCU],
+	    ns[P_RM], ns[P_PC], ns[P_PTRW], ns[P_CKRW],
+	    any ? " (some through the adapter table: no loop)" : "");
 	floor_line(x, "3", "uncontended kl_mutex pair / pthread_mutex pair <= 1",
 		   ns[P_KLM] / ns[P_PTM], ns[P_KLM] <= ns[P_PTM], "x");
 	for (int i = P_RM; i <= P_PC; i++) {
 		const char *name = i == P_RM ? "kl_rmlock" : "kl_pcpu_rwsem";
-		double lim = i == P_RM ? 1.5 : 2.5, net = ns[i] - call, r;
-		bool resolved = u >= FLOOR_NET_MIN_NS && net >= FLOOR_NET_MIN_NS;
+		double lim = i == P_RM ? 1.5 : 2.5, r = ns[i] / ns[P_URCU];
 		char what[96];
 
-		/* Net of the adapter call when both nets are resolvable; else gross (looser). */
-		r = resolved ? net / u : ns[i] / ns[P_URCU];
-		snprintf(what, sizeof(what), "%s read pair / urcu-memb, %s <= %.1f", name,
-			 resolved ? "net of call" : "gross (net < 0.5 ns)", lim);
+		snprintf(what, sizeof(what), "%s read pair / urcu-memb's <= %.1f", name, lim);
 		floor_line(x, "4", what, r, r <= lim, "x");
 	}
 	for (int i = P_RM; i <= P_PC; i++) {
 		const char *name = i == P_RM ? "kl_rmlock" : "kl_pcpu_rwsem";
-		double net = fmax(ns[i] - call, FLOOR_NET_MIN_NS);
 		double a = ns[P_PTRW] / ns[i], b = ns[P_CKRW] / ns[i];
 		char what[96];
 
 		snprintf(what, sizeof(what), "%s read pair: pthread_rwlock's / it >= 5", name);
 		floor_line(x, "4", what, a, a >= 5, "x");
-		say(x, "       net of the call: %.2fx\n", (ns[P_PTRW] - call) / net);
 		snprintf(what, sizeof(what), "%s read pair: ck_rwlock's / it >= 5", name);
 		floor_line(x, "4", what, b, b >= 5, "x");
-		say(x, "       net of the call: %.2fx\n", (ns[P_CKRW] - call) / net);
 	}
 }
 

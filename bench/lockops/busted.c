@@ -5,7 +5,8 @@
  * Every call returns at once and excludes nobody. It exists to prove the drivers' checks
  * work: klbench's counter verification and kltorture's in-section checks must report it
  * as broken, and their tests fail if they do not. It is also the "empty call" baseline
- * for latency measurements: the cost of reaching an adapter through the ops table.
+ * for latency measurements: the cost of reaching an adapter through the ops table, and
+ * (its pair loop) the cost of an empty loop iteration.
  * Drivers never pick it by default (LOCKOPS_BUSTED).
  */
 #include "lockops.h"
@@ -37,6 +38,8 @@ static bool busted_trylock(void *l, void *ts)
 	return true;
 }
 
+LOCKOPS_PAIR_LOOP(busted_loop, int, (void)0, (void)0)
+
 static const struct lockops busted_ops = {
 	.name = "busted",
 	.family = "test",
@@ -48,5 +51,6 @@ static const struct lockops busted_ops = {
 	.write_lock = busted_lock,
 	.write_unlock = busted_unlock,
 	.write_trylock = busted_trylock,
+	.write_pair_loop = busted_loop,
 };
 LOCKOPS_REGISTER(busted_ops)

@@ -157,6 +157,9 @@ static bool rw_rtrylock(void *l, void *ts)
 	return ck_rwlock_read_trylock(l);
 }
 
+LOCKOPS_PAIR_LOOP(rw_rloop, ck_rwlock_t, ck_rwlock_read_lock(L), ck_rwlock_read_unlock(L))
+LOCKOPS_PAIR_LOOP(rw_wloop, ck_rwlock_t, ck_rwlock_write_lock(L), ck_rwlock_write_unlock(L))
+
 static const struct lockops ck_rwlock_ops = {
 	.name = "ck_rwlock",
 	.family = "ck",
@@ -171,6 +174,8 @@ static const struct lockops ck_rwlock_ops = {
 	.read_lock = rw_rlock,
 	.read_unlock = rw_runlock,
 	.read_trylock = rw_rtrylock,
+	.read_pair_loop = rw_rloop,
+	.write_pair_loop = rw_wloop,
 };
 LOCKOPS_REGISTER(ck_rwlock_ops)
 

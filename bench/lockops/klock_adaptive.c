@@ -128,6 +128,8 @@ static int mutex_timedlock(void *l, void *ts, const struct timespec *abs)
 	return kl_mutex_timedlock(l, abs);
 }
 
+LOCKOPS_PAIR_LOOP(mutex_wloop, struct kl_mutex, kl_mutex_lock(L), kl_mutex_unlock(L))
+
 static const struct lockops kl_mutex_ops = {
 	.name = "kl_mutex",
 	.family = "klock",
@@ -139,6 +141,7 @@ static const struct lockops kl_mutex_ops = {
 	.write_unlock = mutex_unlock,
 	.write_trylock = mutex_trylock,
 	.write_timedlock = mutex_timedlock,
+	.write_pair_loop = mutex_wloop,
 };
 LOCKOPS_REGISTER(kl_mutex_ops)
 
@@ -202,6 +205,9 @@ static int rwlock_rtimedlock(void *l, void *ts, const struct timespec *abs)
 	return kl_rwlock_read_timedlock(l, abs);
 }
 
+LOCKOPS_PAIR_LOOP(rwlock_rloop, struct kl_rwlock, kl_rwlock_read_lock(L), kl_rwlock_read_unlock(L))
+LOCKOPS_PAIR_LOOP(rwlock_wloop, struct kl_rwlock, kl_rwlock_write_lock(L), kl_rwlock_write_unlock(L))
+
 static const struct lockops kl_rwlock_ops = {
 	.name = "kl_rwlock",
 	.family = "klock",
@@ -219,5 +225,7 @@ static const struct lockops kl_rwlock_ops = {
 	.read_unlock = rwlock_runlock,
 	.read_trylock = rwlock_rtrylock,
 	.read_timedlock = rwlock_rtimedlock,
+	.read_pair_loop = rwlock_rloop,
+	.write_pair_loop = rwlock_wloop,
 };
 LOCKOPS_REGISTER(kl_rwlock_ops)

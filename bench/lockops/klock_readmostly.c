@@ -65,6 +65,8 @@ static bool rm_rtrylock(void *l, void *ts)
 	return kl_rmlock_read_trylock(l, ts);
 }
 
+LOCKOPS_PAIR_LOOP(rm_rloop, struct kl_rmlock, kl_rmlock_read_lock(L, T), kl_rmlock_read_unlock(L, T))
+
 static const struct lockops kl_rmlock_ops = {
 	.name = "kl_rmlock",
 	.family = "klock",
@@ -80,6 +82,7 @@ static const struct lockops kl_rmlock_ops = {
 	.read_lock = rm_rlock,
 	.read_unlock = rm_runlock,
 	.read_trylock = rm_rtrylock,
+	.read_pair_loop = rm_rloop,
 };
 LOCKOPS_REGISTER(kl_rmlock_ops)
 
@@ -143,6 +146,8 @@ static bool ps_rtrylock(void *l, void *ts)
 	return kl_pcpu_rwsem_read_trylock(l);
 }
 
+LOCKOPS_PAIR_LOOP(ps_rloop, struct kl_pcpu_rwsem, kl_pcpu_rwsem_read_lock(L), kl_pcpu_rwsem_read_unlock(L))
+
 static const struct lockops kl_pcpu_rwsem_ops = {
 	.name = "kl_pcpu_rwsem",
 	.family = "klock",
@@ -156,6 +161,7 @@ static const struct lockops kl_pcpu_rwsem_ops = {
 	.read_lock = ps_rlock,
 	.read_unlock = ps_runlock,
 	.read_trylock = ps_rtrylock,
+	.read_pair_loop = ps_rloop,
 };
 LOCKOPS_REGISTER(kl_pcpu_rwsem_ops)
 

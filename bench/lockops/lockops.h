@@ -90,7 +90,35 @@ struct lockops {
 	 * and kl_hashlock_lockn; keys_unlock undoes it with the same keys. */
 	void (*keys_lock)(void *lock, void *ts, const void *const *keys, size_t n);
 	void (*keys_unlock)(void *lock, void *ts, const void *const *keys, size_t n);
+
+	/*
+	 * Optional (NULL: none): @n uncontended read (write) lock+unlock pairs in a loop
+	 * inside the adapter, the lock's calls compiled as an application compiles them
+	 * (header-inline fast paths inlined, urcu with _LGPL_SOURCE, library calls as
+	 * calls). `klbench latency` times a pair this way too: without the ops table's
+	 * indirect call per pair, which costs about as much as the pairs being compared.
+	 */
+	void (*read_pair_loop)(void *lock, void *ts, unsigned long n);
+	void (*write_pair_loop)(void *lock, void *ts, unsigned long n);
 };
+
+/* Defines `static void NAME(void *lock, void *ts, unsigned long n)` running n pairs of
+ * LOCK_STMT; UNLOCK_STMT; with an empty section (a compiler barrier) between them. The
+ * statements see the lock as `L` (a TYPE *) and the thread state as `T` (a void *). */
+#define LOCKOPS_PAIR_LOOP(NAME, TYPE, LOCK_STMT, UNLOCK_STMT)                          \
+	static void NAME(void *lock_, void *ts_, unsigned long n_)                      \
+	{                                                                               \
+		TYPE *L = lock_;                                                        \
+		void *T = ts_;                                                          \
+                                                                                        \
+		(void)L;                                                                \
+		(void)T;                                                                \
+		for (unsigned long i_ = 0; i_ < n_; i_++) {                             \
+			LOCK_STMT;                                                      \
+			__asm__ __volatile__("" ::: "memory");                          \
+			UNLOCK_STMT;                                                    \
+		}                                                                       \
+	}
 
 void lockops_register(const struct lockops *ops);
 

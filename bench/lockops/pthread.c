@@ -109,6 +109,8 @@ static int mutex_timedlock(void *l, void *ts, const struct timespec *abs)
 	return pthread_mutex_clocklock(l, CLOCK_MONOTONIC, abs);
 }
 
+LOCKOPS_PAIR_LOOP(mutex_wloop, pthread_mutex_t, pthread_mutex_lock(L), pthread_mutex_unlock(L))
+
 static const struct lockops pthread_mutex_ops = {
 	.name = "pthread_mutex",
 	.family = "pthread",
@@ -120,6 +122,7 @@ static const struct lockops pthread_mutex_ops = {
 	.write_unlock = mutex_unlock,
 	.write_trylock = mutex_trylock,
 	.write_timedlock = mutex_timedlock,
+	.write_pair_loop = mutex_wloop,
 };
 LOCKOPS_REGISTER(pthread_mutex_ops)
 
@@ -189,6 +192,9 @@ static int rw_timedrdlock(void *l, void *ts, const struct timespec *abs)
 	return pthread_rwlock_clockrdlock(l, CLOCK_MONOTONIC, abs);
 }
 
+LOCKOPS_PAIR_LOOP(rw_rloop, pthread_rwlock_t, pthread_rwlock_rdlock(L), pthread_rwlock_unlock(L))
+LOCKOPS_PAIR_LOOP(rw_wloop, pthread_rwlock_t, pthread_rwlock_wrlock(L), pthread_rwlock_unlock(L))
+
 static const struct lockops pthread_rwlock_ops = {
 	.name = "pthread_rwlock",
 	.family = "pthread",
@@ -205,6 +211,8 @@ static const struct lockops pthread_rwlock_ops = {
 	.read_unlock = rw_unlock,
 	.read_trylock = rw_tryrdlock,
 	.read_timedlock = rw_timedrdlock,
+	.read_pair_loop = rw_rloop,
+	.write_pair_loop = rw_wloop,
 };
 LOCKOPS_REGISTER(pthread_rwlock_ops)
 

@@ -88,6 +88,8 @@ static void ur_wunlock(void *l, void *ts)
 	pthread_mutex_unlock(&u->writers);
 }
 
+LOCKOPS_PAIR_LOOP(ur_rloop, struct urcu_adapter, urcu_memb_read_lock(), urcu_memb_read_unlock())
+
 static const struct lockops urcu_memb_ops = {
 	.name = "urcu_memb",
 	.family = "urcu",
@@ -103,5 +105,6 @@ static const struct lockops urcu_memb_ops = {
 	.write_unlock = ur_wunlock,
 	.read_lock = ur_rlock,
 	.read_unlock = ur_runlock,
+	.read_pair_loop = ur_rloop,
 };
 LOCKOPS_REGISTER(urcu_memb_ops)

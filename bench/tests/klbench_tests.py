@@ -160,14 +160,32 @@ def test_latency(kb):
     seen = {(r["lock"], r["measure"], r["readers"]) for r in rows}
     want = {("busted", "write_pair", "0"), ("pthread_mutex", "write_pair", "0"),
             ("pthread_rwlock", "read_pair", "0"), ("pthread_rwlock", "write_isolated", "1"),
-            ("pthread_rwlock", "write_burst", "1"), ("kl_fence_heavy", "fence_heavy", "1")}
+            ("pthread_rwlock", "write_burst", "1"), ("kl_fence_heavy", "fence_heavy", "1"),
+            ("busted", "write_pair_inline", "0"), ("pthread_mutex", "write_pair_inline", "0"),
+            ("pthread_rwlock", "read_pair_inline", "0")}
     if not want <= seen:
         return fail(f"latency misses {want - seen}")
     if any(float(r["ns"]) <= 0 for r in rows if r["lock"] != "busted"):
         return fail("a latency is not positive")
     if "uncontended lock+unlock" not in out or "writer cost" not in out:
         return fail("latency tables missing")
-    print(f"ok: latency: {len(rows)} measurements")
+    # Every adapter's own pair loop (inline pairs) runs, leaves its lock free (klbench
+    # exits 3 otherwise) and is timed.
+    names = {n for n, _ in adapters(kb)[0]}
+    loops = {"kl_mutex": "write", "kl_rwlock": "read", "kl_rmlock": "read",
+             "kl_pcpu_rwsem": "read", "pthread_mutex": "write", "pthread_rwlock": "read",
+             "ck_rwlock": "read", "urcu_memb": "read"}
+    loops = {n: side for n, side in loops.items() if n in names}
+    rc, out, err = klb(kb, "latency", "-l", ",".join(loops), "-r", "1", "--iters", "4096",
+                       "--readers", "0", "--samples", "1", "--gap", "1ms", "--csv", "-", "-q")
+    if rc != 0:
+        return fail(f"latency over the pair loops failed ({rc}): {err}")
+    inl = {(r["lock"], r["measure"]) for r in rows_of(out[out.index("lock,family,measure"):])
+           if float(r["ns"]) > 0}
+    missing = {n for n, side in loops.items() if (n, side + "_pair_inline") not in inl}
+    if missing:
+        return fail(f"no inline pair figure for {sorted(missing)}")
+    print(f"ok: latency: {len(rows)} measurements; inline pairs for {len(loops)} locks")
     return 0
 
 
