@@ -62,7 +62,7 @@ unsigned kli_possible_cpus(void)
 	return n;
 }
 
-static unsigned allowed_cpus(void)
+unsigned kli_allowed_cpus(void)
 {
 	cpu_set_t set;
 
@@ -133,7 +133,7 @@ static void topo_load(void)
 	}
 	if (topo.possible_cpus < kli_possible_cpus())
 		topo.possible_cpus = kli_possible_cpus();
-	topo.allowed_cpus = allowed_cpus();
+	topo.allowed_cpus = kli_allowed_cpus();
 	if (topo.allowed_cpus == 0)
 		topo.allowed_cpus = topo.online_cpus;
 }

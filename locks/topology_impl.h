@@ -7,4 +7,8 @@
  * Cheap (no hwloc), cached; kl_topology()->possible_cpus is never smaller. */
 unsigned kli_possible_cpus(void);
 
+/* CPUs in this process's affinity mask now (sched_getaffinity), or 0 if unreadable.
+ * Cheap (no hwloc), not cached. */
+unsigned kli_allowed_cpus(void);
+
 #endif /* KL_TOPOLOGY_IMPL_H */
