@@ -146,6 +146,8 @@ static void test_mcs_serves_in_arrival_order_waking_sleepers(void **state)
 /* ---- crowding: with kli_crowd_max queued, a newcomer waits off the queue ---------------- */
 #define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
 #define CROWD_POLL_MS 200     /* longest a try polls for it */
+#define CROWD_QUEUED(w) ((w) & 0xffffu) /* crowd's halves (locks/mcs.c): counted waiters */
+#define CROWD_PASSIVE(w) ((w) >> 16)    /* ... and passive ones */
 
 static void *lock_unlock_once(void *arg)
 {
@@ -170,13 +172,13 @@ static bool newcomer_seen_passive(uint32_t crowd)
 	kl_mcs_lock(&ml, &mine);
 	for (uint32_t i = 0; i + 1 < crowd; i++) {
 		assert_int_equal(pthread_create(&t[i], NULL, lock_unlock_once, NULL), 0);
-		while ((atomic_load(&ml.crowd) & 0xffff) != i + 1)
+		while (CROWD_QUEUED(atomic_load(&ml.crowd)) != i + 1)
 			klt_sleep_ms(1);
 	}
 	assert_int_equal(pthread_create(&t[crowd - 1], NULL, lock_unlock_once, NULL), 0);
 	until = klt_now_ns() + CROWD_POLL_MS * 1000000ll;
-	while (!seen && (atomic_load(&ml.crowd) & 0xffff) == crowd - 1 && klt_now_ns() < until)
-		seen = (atomic_load(&ml.crowd) >> 16) == 1;
+	while (!seen && CROWD_QUEUED(atomic_load(&ml.crowd)) == crowd - 1 && klt_now_ns() < until)
+		seen = CROWD_PASSIVE(atomic_load(&ml.crowd)) == 1;
 	kl_mcs_unlock(&ml, &mine);
 	for (uint32_t i = 0; i < crowd; i++)
 		pthread_join(t[i], NULL);

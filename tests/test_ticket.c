@@ -99,6 +99,7 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 /* ---- crowding: with kli_crowd_max tickets out, a newcomer waits without one ------------- */
 #define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
 #define CROWD_POLL_MS 200     /* longest a try polls for it */
+#define SLEEPERS_PASSIVE(w) ((w) >> 16) /* sleepers' high half (locks/ticket.c) */
 
 static void *lock_unlock_once(void *arg)
 {
@@ -127,7 +128,7 @@ static bool newcomer_seen_passive(uint32_t crowd)
 	assert_int_equal(pthread_create(&t[crowd - 1], NULL, lock_unlock_once, NULL), 0);
 	until = klt_now_ns() + CROWD_POLL_MS * 1000000ll;
 	while (!seen && atomic_load(&tl.next) == crowd && klt_now_ns() < until)
-		seen = (atomic_load(&tl.sleepers) >> 16) == 1;
+		seen = SLEEPERS_PASSIVE(atomic_load(&tl.sleepers)) == 1;
 	kl_ticket_unlock(&tl);
 	for (uint32_t i = 0; i < crowd; i++)
 		pthread_join(t[i], NULL);
