@@ -47,7 +47,7 @@
  * its predecessor's node to learn that it had become next: a read of a node whose owner
  * may already have unlocked and freed it, which ASan caught in klbench.)
  * That still pays a wake-up per hand-over once more threads queue than there are CPUs
- * (measured 20-50 k ops/s at 8 threads on 2 CPUs). So the queue is also kept short, as in
+ * (measured 20-80 k ops/s at 8 threads on 2 CPUs). So the queue is also kept short, as in
  * kl_ticket (concurrency restriction: Dice & Kogan's GCR, Dice's Malthusian locks): a
  * locker that finds the lock held goes through mcs_lock_contended(), which counts the
  * waiters it lets in (crowd's low half); with holder + counted waiters at kli_crowd_max

@@ -28,7 +28,7 @@
  * to the preempted thread; the others spin briefly and then sleep in the parking lot until
  * their turn is next (TWA, Dice & Kogan 2019, with the parking lot as the waiting array).
  * That alone still pays a wake-up per hand-over once more threads queue than there are
- * CPUs (each sleeper's turn comes while it sleeps: measured 20-50 k ops/s at 8 threads on
+ * CPUs (each sleeper's turn comes while it sleeps: measured 20-80 k ops/s at 8 threads on
  * 2 CPUs, against millions at 2). So the queue is also kept short - concurrency
  * restriction (Dice & Kogan's GCR, 2019; Dice's Malthusian locks, 2017): a newcomer that
  * finds kli_crowd_max tickets outstanding (holder + waiters = the CPUs we may run on, so
