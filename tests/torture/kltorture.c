@@ -13,7 +13,7 @@
  * where Max/Min are the largest and smallest per-thread acquisition counts, `???` marks
  * unfairness (max/2 > min, as locktorture) and `!!!` a mutual-exclusion violation. Exit
  * status 0 when every lock passed, 1 when any failed (or hung: see watchdog.c), 2 on usage
- * errors, 77 when a requested environment (seccomp) cannot be set up.
+ * errors, 77 when no adapter matches or a requested environment (seccomp) cannot be set up.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -398,7 +398,19 @@ static void usage(FILE *f)
 	      "  --seed N          random seed (env KLTORTURE_SEED; default: time)\n"
 	      "  --seccomp         run under a seccomp filter that makes membarrier fail (EPERM)\n"
 	      "  --selftest        prove the harness catches a broken lock and a hung run\n"
-	      "  --inject hang     self-test knob: a writer keeps the lock forever\n", f);
+	      "  --inject hang     self-test knob: a writer keeps the lock forever\n"
+	      "  --help            this text\n"
+	      "LOCK names an adapter of --list; names override --all/--family/--busted.\n"
+	      "environment:\n"
+	      "  KLTORTURE_SECS    seconds per lock when --secs is not given\n"
+	      "  KLTORTURE_SEED    random seed when --seed is not given\n"
+	      "  KLTORTURE_TALLY   append one result line per lock to this file\n"
+	      "  KLOCK_NO_MEMBARRIER, KLOCK_NO_RSEQ, KLOCK_NO_HWLOC, KLOCK_WITNESS,\n"
+	      "  KLOCK_ON_ERROR, KLOCK_LOCKSTAT   read by libklock itself (klock(7))\n"
+	      "exit status: 0 every lock passed, 1 a lock failed or hung, 2 usage error,\n"
+	      "  77 nothing selected or the requested environment (seccomp) cannot be set up\n"
+	      "A meaningful run on a new machine: a minute per lock or more (--secs 60);\n"
+	      "the default 2 s per lock is a smoke test.\n", f);
 }
 
 static unsigned parse_perturb(const char *list)
