@@ -167,8 +167,9 @@ void kb_fmt_ns(char *buf, size_t len, double ns);
 bool kb_have_gnuplot(void);
 /* Throughput against the axis that varies (threads, write %, cs, stripes). */
 int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char *title);
-/* Latency CDF of each configuration (repeats merged). */
-int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *title);
+/* Latency CDFs (repeats merged): BASE-<lock>.svg per lock, one curve per configuration
+ * (BASE-<lock>-1.svg, -2 ... when a lock has more than fit one plot). */
+int kb_plot_latency(const char *base, const struct kb_results *rs, const char *title);
 
 /* latency.c */
 int kb_latency_main(int argc, char **argv);
@@ -200,6 +201,9 @@ void kb_lockstat_end(double thread_seconds, uint64_t ops, struct kb_lockstat *ou
 /* sys.c */
 uint64_t kb_now_ns(void);
 uint64_t kb_timer_overhead_ns(void);
+/* The smallest step the clock was seen to take (ns): what a sampled latency can resolve
+ * (a VM's TSC-scaled clock may step by 10 ns, its TSC too). */
+uint64_t kb_timer_resolution_ns(void);
 void kb_helper_start(void);
 void kb_sleep_until(uint64_t deadline_ns);
 unsigned kb_cpus(void);                  /* CPUs this process may run on */
@@ -208,6 +212,7 @@ void **kb_place_sets(enum kb_placement p, unsigned n);
 void kb_place_free(void **sets, unsigned n);
 int kb_bind_self(void *set);
 void kb_machine(char *buf, size_t len);  /* one line: CPU model, CPUs, kernel, glibc, klock */
+void kb_machine_short(char *buf, size_t len);  /* CPU model, CPUs, kernel: plot titles */
 void kb_machine_json(FILE *f);
 bool kb_isatty_err(void);
 int kb_mkdirs(const char *path);

@@ -48,7 +48,7 @@ void kb_usage(FILE *f)
 "      --csv FILE      every run as CSV ('-' = stdout)\n"
 "      --json FILE     every run as JSON, latency histograms included\n"
 "      --raw DIR       one file per configuration, one value per repeat (ministat)\n"
-"      --plot FILE.svg throughput plot (+ FILE-latency.svg), needs gnuplot\n"
+"      --plot FILE.svg throughput plot (+ FILE-latency-LOCK.svg per lock), gnuplot\n"
 "      --out DIR       scenarios and the tour: where results go\n"
 "      --no-table      no table on stdout\n"
 "  -q, --quiet         no progress bar\n"

@@ -2,8 +2,13 @@
 /*
  * bench/plot.c - SVG plots through gnuplot (when installed): throughput against the axis
  * a sweep varied (threads, write %, stripes, critical-section length), one line per
- * lock (and per other varied setting), and the acquisition-latency CDF of every
- * configuration. The data travels inline (gnuplot 5 data blocks): no temporary files.
+ * lock (and per other varied setting), and the acquisition-latency CDFs: one plot per
+ * lock, one curve per configuration of it. The data travels inline (gnuplot 5 data
+ * blocks): no temporary files.
+ *
+ * Readability rules: every plot's title says what it shows and on which machine; a plot
+ * grows taller with its legend, so the legend shows every curve it draws; a latency plot
+ * has at most KB_MAX_CURVES curves (a lock with more configurations gets several files).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +19,15 @@
 #include "klbench.h"
 
 /* Curves per latency plot, at most (more is unreadable). */
-#define KB_MAX_CURVES 16
+#define KB_MAX_CURVES 8
+/* Plot size in pixels before the legend asks for more height. */
+#define KB_PLOT_W 960
+#define KB_PLOT_H 560
+/* One legend row at the 12-point font, and what the title, axes and margins take. */
+#define KB_KEY_ROW_PX 18
+#define KB_FRAME_PX 150
+/* Latency plots up to this many ns get 1-2-5 ticks (they fit); wider ones decades. */
+#define KB_FINE_TICS_MAX_NS 10000
 
 bool kb_have_gnuplot(void)
 {
@@ -33,8 +46,22 @@ bool kb_have_gnuplot(void)
 	return found;
 }
 
-static FILE *gp_open(const char *svg, const char *title)
+/* gnuplot strings are double-quoted here: a double quote in a name becomes a single one. */
+static void gp_sanitize(char *s)
 {
+	for (; *s; s++)
+		if (*s == '"' || *s == '\\')
+			*s = '\'';
+}
+
+/*
+ * A plot titled "@title: @what" over a second line naming the machine, tall enough for
+ * @curves legend rows.
+ */
+static FILE *gp_open(const char *svg, const char *title, const char *what, size_t curves)
+{
+	char head[512], machine[256];
+	unsigned height = KB_FRAME_PX + (unsigned)curves * KB_KEY_ROW_PX;
 	FILE *g;
 
 	if (!kb_have_gnuplot()) {
@@ -47,9 +74,14 @@ static FILE *gp_open(const char *svg, const char *title)
 		perror("klbench: gnuplot");
 		return NULL;
 	}
-	fprintf(g, "set terminal svg size 960,560 dynamic font 'sans,12' background rgb "
-		"'white'\nset termoption noenhanced\nset output '%s'\nset title \"%s\"\n"
-		"set grid\nset key outside right top\n", svg, title ? title : "klbench");
+	kb_machine_short(machine, sizeof(machine));
+	snprintf(head, sizeof(head), "%s: %s", title ? title : "klbench", what);
+	gp_sanitize(head);
+	gp_sanitize(machine);
+	fprintf(g, "set terminal svg size %u,%u dynamic font 'sans,12' background rgb "
+		"'white'\nset termoption noenhanced\nset output '%s'\n"
+		"set title \"%s\\n%s\"\nset grid\nset key outside right top\n", KB_PLOT_W,
+		height > KB_PLOT_H ? height : KB_PLOT_H, svg, head, machine);
 	return g;
 }
 
@@ -206,17 +238,20 @@ int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char 
 	static const char *const xlabel[] = { "threads", "writes (% of operations)",
 					      "stripes (lock instances over the table)",
 					      "critical section (counter words)" };
+	static const char *const what[] = { "throughput against threads",
+					    "throughput against write share",
+					    "throughput against stripes",
+					    "throughput against critical-section length" };
 	enum kb_axis x = pick_axis(rs);
-	size_t *head = malloc((rs->n + 1) * sizeof(size_t)), n;
+	size_t *head = malloc((rs->n + 1) * sizeof(size_t)), n = series_heads(rs, x, head);
 	double lo = INFINITY, hi = 0;
-	FILE *g = rs->n ? gp_open(svg, title) : NULL;
+	FILE *g = rs->n ? gp_open(svg, title, what[x], n) : NULL;
 	char name[256];
 
 	if (g == NULL) {
 		free(head);
 		return 0;
 	}
-	n = series_heads(rs, x, head);
 	for (size_t i = 0; i < rs->n; i++) {
 		lo = fmin(lo, axis_value(&rs->v[i].cfg, x));
 		hi = fmax(hi, axis_value(&rs->v[i].cfg, x));
@@ -275,8 +310,11 @@ static void cdf_data(FILE *g, const struct kb_results *rs, const struct kb_confi
 	for (unsigned b = 0; b < KB_HIST_BUCKETS && h->count; b++) {
 		if (h->bucket[b] == 0)
 			continue;
-		seen += h->bucket[b];
 		kb_hist_bucket_range(b, &lo, &width);
+		/* the curve rises from 0: a configuration with one sample is still drawn */
+		if (seen == 0)
+			fprintf(g, "%g 0\n", fmax(1, (double)(lo + width / 2)));
+		seen += h->bucket[b];
 		fprintf(g, "%g %g\n", fmax(1, (double)(lo + width / 2)),
 			(double)seen / (double)h->count);
 	}
@@ -294,37 +332,99 @@ static bool has_samples(const struct kb_results *rs, const struct kb_config *c)
 	return any;
 }
 
-int kb_plot_latency(const char *svg, const struct kb_results *rs, const char *title)
+/* The configurations of @ops that have samples, in run order (at most rs->n). */
+static size_t lock_configs(const struct kb_results *rs, const struct lockops *ops, size_t *head)
 {
-	size_t *head = malloc((rs->n + 1) * sizeof(size_t)), n = 0;
-	FILE *g;
-	char name[256];
+	size_t n = 0;
 
-	for (size_t i = 0; i < rs->n && n < KB_MAX_CURVES; i++) {
-		bool seen = false;
+	for (size_t i = 0; i < rs->n; i++) {
+		bool seen = rs->v[i].cfg.ops != ops;
 
 		for (size_t k = 0; k < n && !seen; k++)
 			seen = kb_config_same(&rs->v[head[k]].cfg, &rs->v[i].cfg);
 		if (!seen && has_samples(rs, &rs->v[i].cfg))
 			head[n++] = i;
 	}
-	g = n ? gp_open(svg, title) : NULL;
-	if (g == NULL) {
-		free(head);
-		return 0;
+	return n;
+}
+
+/* One CDF file: @n configurations (heads), all of one lock. */
+static int cdf_plot(const char *svg, const struct kb_results *rs, const size_t *head, size_t n,
+		    const char *title)
+{
+	const char *lock = rs->v[head[0]].cfg.ops->name;
+	char what[160], name[256];
+	uint64_t max = 1;
+	FILE *g;
+
+	for (size_t s = 0; s < n; s++) {
+		struct kb_hist *h = cdf_hist(rs, &rs->v[head[s]].cfg);
+
+		max = h->max > max ? h->max : max;
+		free(h);
 	}
-	fprintf(g, "set xlabel 'lock acquisition latency (ns, sampled)'\nset ylabel "
-		"'fraction of acquisitions'\nset logscale x 10\nset yrange [0:1]\n"
-		"set key outside right bottom\n");
+	snprintf(what, sizeof(what), "acquisition latency CDF of %s", lock);
+	g = gp_open(svg, title, what, n);
+	if (g == NULL)
+		return 0;
+	fprintf(g, "set xlabel 'lock acquisition latency (ns, sampled; timer cost subtracted; "
+		"this clock steps by %llu ns, 0 is drawn at 1)'\n"
+		"set ylabel 'fraction of acquisitions'\nset logscale x 10\nset yrange [0:1]\n"
+		"set xrange [1:%g]\nset ytics 0.1\n", (unsigned long long)kb_timer_resolution_ns(),
+		fmax(10, (double)max * 1.2));
+	/* 1-2-5 ticks where they fit, so a p50 of 12 ns and one of 40 ns read apart, not
+	 * both "about 10"; decades with minor ticks over a wider range. */
+	if (max <= KB_FINE_TICS_MAX_NS)
+		fprintf(g, "set xtics ('1' 1, '2' 2, '5' 5, '10' 10, '20' 20, '50' 50, '100' 100, "
+			"'200' 200, '500' 500, '1u' 1e3, '2u' 2e3, '5u' 5e3, '10u' 1e4)\n");
+	else
+		fprintf(g, "set xtics ('1' 1, '10' 10, '100' 100, '1u' 1e3, '10u' 1e4, '100u' 1e5, "
+			"'1m' 1e6, '10m' 1e7, '100m' 1e8, '1s' 1e9)\nset mxtics 10\n");
+	fprintf(g, "set arrow from graph 0, first 0.5 to graph 1, first 0.5 nohead dt 3 lc rgb '#888888'\n"
+		"set arrow from graph 0, first 0.99 to graph 1, first 0.99 nohead dt 3 "
+		"lc rgb '#888888'\nset key outside right bottom title 'p50, p99: dotted'\n");
 	for (size_t s = 0; s < n; s++)
 		cdf_data(g, rs, &rs->v[head[s]].cfg, s);
 	fprintf(g, "plot ");
 	for (size_t s = 0; s < n; s++) {
+		struct kb_hist *h = cdf_hist(rs, &rs->v[head[s]].cfg);
+
 		kb_config_label(&rs->v[head[s]].cfg, name, sizeof(name), true);
-		fprintf(g, "%s$c%zu using 1:2 with steps lw 2 lc rgb '%s' dt %zu title '%s'",
-			s ? ", " : "", s, kb_palette[s % KB_PALETTE], s / KB_PALETTE + 1, name);
+		/* the title names the lock: the key shows what differs, and how many samples */
+		fprintf(g, "%s$c%zu using 1:2 with steps lw 2 lc rgb '%s' title '%s (%llu samples)'",
+			s ? ", " : "", s, kb_palette[s % KB_PALETTE], name + strlen(lock) + 1,
+			(unsigned long long)h->count);
+		free(h);
 	}
 	fprintf(g, "\n");
-	free(head);
 	return gp_close(g, svg);
+}
+
+int kb_plot_latency(const char *base, const struct kb_results *rs, const char *title)
+{
+	size_t *head = malloc((rs->n + 1) * sizeof(size_t));
+	int rc = 0;
+
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct lockops *ops = rs->v[i].cfg.ops;
+		bool done = false;
+		size_t n;
+
+		for (size_t k = 0; k < i && !done; k++)
+			done = rs->v[k].cfg.ops == ops;
+		if (done || (n = lock_configs(rs, ops, head)) == 0)
+			continue;
+		for (size_t part = 0; part * KB_MAX_CURVES < n; part++) {
+			char svg[4096], suffix[32] = "";
+			size_t m = n - part * KB_MAX_CURVES;
+
+			if (n > KB_MAX_CURVES)
+				snprintf(suffix, sizeof(suffix), "-%zu", part + 1);
+			snprintf(svg, sizeof(svg), "%s-%s%s.svg", base, ops->name, suffix);
+			rc |= cdf_plot(svg, rs, head + part * KB_MAX_CURVES,
+				       m < KB_MAX_CURVES ? m : KB_MAX_CURVES, title);
+		}
+	}
+	free(head);
+	return rc;
 }

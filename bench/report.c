@@ -540,7 +540,7 @@ int kb_emit(const struct kb_output *o, const struct kb_results *rs, const char *
 		char lat[4096];
 		size_t n = strlen(o->plot);
 
-		snprintf(lat, sizeof(lat), "%.*s-latency.svg",
+		snprintf(lat, sizeof(lat), "%.*s-latency",
 			 (int)(n > 4 && strcmp(o->plot + n - 4, ".svg") == 0 ? n - 4 : n), o->plot);
 		rc |= kb_plot_throughput(o->plot, rs, o->title);
 		rc |= kb_plot_latency(lat, rs, o->title);

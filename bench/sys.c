@@ -57,6 +57,55 @@ uint64_t kb_timer_overhead_ns(void)
 	return cached;
 }
 
+/* Deltas of back-to-back reads looked at for the clock's step, in ns. */
+#define KB_STEP_RANGE 256
+/* A run of this many consecutive delta values means the clock resolves single ns. */
+#define KB_STEP_FINE_RUN 4
+
+/* Start of the run of non-empty counts that begins at or after @v (KB_STEP_RANGE: none). */
+static unsigned next_run(const unsigned *seen, unsigned v, unsigned *len)
+{
+	while (v < KB_STEP_RANGE && seen[v] == 0)
+		v++;
+	*len = 0;
+	while (v + *len < KB_STEP_RANGE && seen[v + *len] != 0)
+		(*len)++;
+	return v;
+}
+
+uint64_t kb_timer_resolution_ns(void)
+{
+	static uint64_t cached;
+	unsigned seen[KB_STEP_RANGE] = { 0 }, v, len, prev = KB_STEP_RANGE;
+	uint64_t step = UINT64_MAX;
+
+	if (cached != 0)
+		return cached;
+	/* A quantised clock's back-to-back deltas cluster (20-21, 29-31, 40-41 ns on a VM
+	 * whose clock steps by 10 ns, +-1 from its scaling); a fine clock's spread evenly. */
+	for (int i = 0; i < KB_TIMER_CALIBRATION; i++) {
+		uint64_t t0 = kb_now_ns(), d = kb_now_ns() - t0;
+
+		if (d < KB_STEP_RANGE)
+			seen[d]++;
+	}
+	for (v = next_run(seen, 0, &len); v < KB_STEP_RANGE; v = next_run(seen, v + len, &len)) {
+		if (len >= KB_STEP_FINE_RUN) {
+			step = 1;
+			break;
+		}
+		unsigned peak = v;   /* the run's most frequent delta stands for it */
+
+		for (unsigned k = v; k < v + len; k++)
+			peak = seen[k] > seen[peak] ? k : peak;
+		if (prev < KB_STEP_RANGE && peak - prev < step)
+			step = peak - prev;
+		prev = peak;
+	}
+	cached = step == UINT64_MAX ? 1 : step;
+	return cached;
+}
+
 void kb_sleep_until(uint64_t deadline)
 {
 	struct timespec ts = { (time_t)(deadline / 1000000000ull),
@@ -202,6 +251,17 @@ void kb_machine(char *buf, size_t len)
 		 kl_fence_asymmetric() ? "membarrier" : "symmetric", kl_cpu_source());
 }
 
+void kb_machine_short(char *buf, size_t len)
+{
+	struct utsname u;
+	char model[128];
+
+	cpu_model(model, sizeof(model));
+	uname(&u);
+	snprintf(buf, len, "%s, %u CPUs (%u allowed), Linux %s", model, kl_topology()->online_cpus,
+		 kb_cpus(), u.release);
+}
+
 void kb_machine_json(FILE *f)
 {
 	struct utsname u;
@@ -210,7 +270,9 @@ void kb_machine_json(FILE *f)
 
 	cpu_model(model, sizeof(model));
 	uname(&u);
-	fprintf(f, "{\"timer_ns\": %llu, ", (unsigned long long)kb_timer_overhead_ns());
+	fprintf(f, "{\"timer_ns\": %llu, \"timer_resolution_ns\": %llu, ",
+		(unsigned long long)kb_timer_overhead_ns(),
+		(unsigned long long)kb_timer_resolution_ns());
 	fprintf(f, "\"cpu\": \"%s\", \"online_cpus\": %u, \"allowed_cpus\": %u, "
 		"\"cores\": %u, \"packages\": %u, \"numa_nodes\": %u, \"kernel\": \"%s\", "
 		"\"glibc\": \"%s\", \"klock\": \"%s\", \"fence\": \"%s\", \"cpu_index\": \"%s\"}",

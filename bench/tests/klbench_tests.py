@@ -229,11 +229,18 @@ def test_plot(kb):
             print("SKIP: gnuplot is not installed; the SVG output was not checked")
             return SKIP
         rc, _, err = klb(kb, *args)
-        lat = os.path.join(d, "t-latency.svg")
-        for f in (svg, lat):
+        # one latency CDF per lock, each titled with what it shows and the machine
+        lats = [os.path.join(d, f"t-latency-{lock}.svg") for lock in ("pthread_mutex",
+                                                                       "pthread_spin")]
+        for f in [svg] + lats:
             if rc != 0 or not os.path.exists(f) or "<svg" not in open(f).read():
-                return fail(f"{f} not written as SVG ({rc}, {err})")
-    print("ok: throughput and latency SVGs written")
+                return fail(f"{f} not written as SVG ({rc}, {err}; {os.listdir(d)})")
+        for f, what in [(svg, "throughput against threads")] + [
+                (f, "acquisition latency CDF of " + f.split("t-latency-")[1][:-4]) for f in lats]:
+            text = open(f).read()
+            if what not in text or "CPUs" not in text:
+                return fail(f"{f}: title does not say '{what}' and the machine")
+    print("ok: throughput SVG and one latency SVG per lock, titled, written")
     return 0
 
 
