@@ -215,6 +215,9 @@ static const char *const kb_palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7
 	"#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000",
 	"#aec7e8" };
 #define KB_PALETTE (sizeof(kb_palette) / sizeof(kb_palette[0]))
+/* Point types cycled against the colours: 13 is prime to the 12 colours, so no two of the
+ * first 156 locks share both colour and point. */
+#define KB_POINT_TYPES 13
 
 /* Index of series s's lock among the distinct locks of the series before it. */
 static size_t lock_ordinal(const struct kb_results *rs, const size_t *head, size_t s)
@@ -268,11 +271,12 @@ int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char 
 	fprintf(g, "set format y '%%.1s%%c'\nplot ");
 	for (size_t s = 0; s < n; s++) {
 		const struct kb_config *c = &rs->v[head[s]].cfg;
+		size_t k = lock_ordinal(rs, head, s);
 
 		series_title(rs, c, x, name, sizeof(name));
 		fprintf(g, "%s$s%zu using ($1 > 0 ? $1 : 0.01):2 with linespoints lw 2 pt %zu "
-			"lc rgb '%s' dt %d title '%s'", s ? ", " : "", s, lock_ordinal(rs, head, s) % 12 + 1,
-			kb_palette[lock_ordinal(rs, head, s) % KB_PALETTE], (int)c->placement + 1, name);
+			"lc rgb '%s' dt %d title '%s'", s ? ", " : "", s, k % KB_POINT_TYPES + 1,
+			kb_palette[k % KB_PALETTE], (int)c->placement + 1, name);
 	}
 	fprintf(g, "\n");
 	free(head);

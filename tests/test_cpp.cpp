@@ -39,8 +39,9 @@ template <class L> constexpr bool pinned()
 static_assert(pinned<kl::mutex>() && pinned<kl::rwlock>() && pinned<kl::rmlock>() &&
 	      pinned<kl::pcpu_rwsem>() && pinned<kl::cond>() && pinned<kl::hashlock>(),
 	      "lock types are neither copyable nor movable");
+using ms = std::chrono::milliseconds;
 static_assert(noexcept(std::declval<kl::mutex &>().lock()) &&
-	      noexcept(std::declval<kl::mutex &>().try_lock_for(std::declval<const std::chrono::milliseconds &>())) &&
+	      noexcept(std::declval<kl::mutex &>().try_lock_for(std::declval<const ms &>())) &&
 	      noexcept(std::declval<kl::rwlock &>().lock_shared()) &&
 	      noexcept(std::declval<kl::rmlock &>().lock_shared()) &&
 	      noexcept(std::declval<kl::pcpu_rwsem &>().lock_shared()),
