@@ -235,6 +235,26 @@ static void test_seqlock_writer_behind_a_long_write_hold_sleeps(void **state)
 	assert_int_equal(kl_seqlock_destroy(&sq), 0);
 }
 
+static void seq_read(void *a)
+{
+	uint32_t s;
+
+	do
+		s = kl_seqlock_read_begin(a);
+	while (kl_seqlock_read_retry(a, s));
+}
+
+static void test_seqlock_readers_behind_a_long_write_sleep(void **state)
+{
+	struct blocked_case c = { .lock = seq_read, .unlock = nothing, .arg = &sq };
+
+	(void)state;
+	kl_seqlock_init(&sq);
+	kl_seqlock_write_lock(&sq);
+	assert_blocked_waiters_sleep(&c, 2, seq_wunlock, &sq);
+	assert_int_equal(kl_seqlock_destroy(&sq), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_rmlock_sleepable_writer_behind_a_long_read_hold_sleeps),
 		cmocka_unit_test(test_rmlock_sleepable_readers_behind_a_long_write_hold_sleep),
 		cmocka_unit_test(test_seqlock_writer_behind_a_long_write_hold_sleeps),
+		cmocka_unit_test(test_seqlock_readers_behind_a_long_write_sleep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
