@@ -14,7 +14,8 @@
  *   node.next     the successor's node, written by the successor once it has linked in
  *   node.locked   MCS_WAITING (far back); MCS_NEAR (second behind the holder: stay
  *                 awake); MCS_NEXT (right behind the holder); MCS_SLEEPING (gave up
- *                 spinning and sleeps on this word: whoever changes it must kl_wake() it);
+ *                 spinning, or next/second in line spent MCS_NEAR_AWAKE_NS awake, and
+ *                 sleeps on this word: whoever changes it must kl_wake() it);
  *                 MCS_GRANTED (set by the predecessor: the lock is ours); MCS_HOLDER (we
  *                 took it uncontended). NEAR and NEXT are hints (correctness never rests on
  *                 them): the waiter writes them itself before it links in, from what it
@@ -36,9 +37,11 @@
  *
  * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
  * runs, and spinning waiters burn the CPU the holder needs. So, as in the ticket lock
- * (TWA): the two waiters right behind the holder stay awake - they spin, then yield;
- * waiters further back spin briefly, then sleep on their own node's flag (a futex word
- * only they and their predecessor touch). A waiter promoted to NEXT promotes its own
+ * (TWA): the two waiters right behind the holder stay awake - they spin, then yield, for
+ * MCS_NEAR_AWAKE_NS in all, then sleep too (a lock held for seconds costs its waiters no
+ * CPU; until 2026-12 they yielded for ever: 2.9 s of CPU in a 3 s wait under the
+ * interposer); waiters further back spin briefly, then sleep on their own node's flag (a
+ * futex word only they and their predecessor touch). A waiter promoted to NEXT promotes its own
  * successor to NEAR, waking it if it sleeps: the wake-up pipeline runs one place ahead of
  * the lock and mostly off its critical path. The hand-over also wakes a successor that
  * still sleeps. Directed wake-ups only, never a herd; a thread only ever touches its
@@ -65,8 +68,10 @@
  *   C4  acquire load of our locked flag    pairs with C5
  *   C5  release exchange of the successor's locked flag: our critical section happens-
  *       before the successor's; the old value says whether it sleeps (then kl_wake). The
- *       waiter's CAS WAITING -> SLEEPING and this exchange are RMWs on one word, so exactly
- *       one of "it sees GRANTED and does not sleep" / "we see SLEEPING and wake it" happens
+ *       waiter's CAS WAITING/NEAR/NEXT -> SLEEPING and this exchange are RMWs on one
+ *       word, so exactly one of "it sees GRANTED and does not sleep" / "we see SLEEPING
+ *       and wake it" happens (mcs_promote's CAS SLEEPING -> NEAR/NEXT, then kl_wake, is
+ *       the same argument for a promotion)
  *   C6  acquire load of our next link (unlock, mcs_promote)   pairs with C2
  *   S1/S2 asymmetric pair, passive waiters: the waiter adds itself to crowd and issues
  *       the heavy fence (S1) before its validate reads tail; the unlock that swings tail
@@ -77,7 +82,8 @@
  * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
  * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
  * (a load, exchange + CAS, a load), FIFO convoys under preemption: each hand-over to a
- * sleeper costs a wake-up latency that a barging lock would not pay; oversubscribed,
+ * sleeper (far back, or near after a hold longer than MCS_NEAR_AWAKE_NS) costs a wake-up
+ * latency that a barging lock would not pay; oversubscribed,
  * fairness is long-term (the rotation period), not per acquisition. Limits: fewer than
  * 2^16 counted waiters and 2^16 passive waiters per lock.
  */
@@ -92,6 +98,9 @@
 #define MCS_KIND KLI_KIND_MCS
 /* Next in line: spin this long on our flag, then yield (as the ticket lock). */
 #define MCS_SPIN_NS 50000u
+/* Next or second in line: stay awake (spin, yield) this long in all, then sleep on our
+ * flag until promoted or granted (kl_ticket's TICKET_NEXT_AWAKE_NS, the same reasoning). */
+#define MCS_NEAR_AWAKE_NS 1000000u
 /* Further back: poll this long (the queue may move fast), then sleep on our flag. */
 #define MCS_QUEUE_SPIN_NS 2000u
 
@@ -157,23 +166,26 @@ static void mcs_node_init(struct kl_mcs_node *n)
 	atomic_store_explicit(&n->locked, 0, memory_order_relaxed);
 }
 
-/* Budget spent, not yet granted: yield if we are near the lock, else sleep on our flag
- * (unless a promotion or the grant changed it meanwhile). */
-static void mcs_pause(struct kl_mcs_node *n, bool near, struct kli_wait *w)
+/* Budget spent, not yet granted (our flag read @v): yield if we are near the lock and
+ * still @awake, else sleep on our flag (unless a promotion or the grant changed it
+ * meanwhile). Returns the flag value the caller has acted on (MCS_SLEEPING if we slept). */
+static uint32_t mcs_pause(struct kl_mcs_node *n, uint32_t v, bool awake, struct kli_wait *w)
 {
-	uint32_t v = MCS_WAITING;
+	uint32_t seen = v; /* a failed CAS below leaves the change for the caller to see */
 
-	if (near) {
+	if (awake) {
 		kli_yield(); /* stay awake, give a preempted holder our CPU */
-		return;
+		return seen;
 	}
-	if (atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
-						    memory_order_relaxed, memory_order_relaxed) ||
-	    v == MCS_SLEEPING) {
+	if (v == MCS_SLEEPING ||
+	    atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
+						    memory_order_relaxed, memory_order_relaxed)) {
 		kli_wait_sleep(w);
 		kl_wait(&n->locked, MCS_SLEEPING, NULL);
 		kli_wait_spin(w);
+		return MCS_SLEEPING;
 	}
+	return seen;
 }
 
 /* Queued behind @prev: link in, then wait until granted. */
@@ -182,8 +194,8 @@ static void mcs_wait_granted(struct kl_mcs_node *n, struct kl_mcs_node *prev,
 {
 	/* Our last read of @prev: it stays alive until it has seen our link (C2). */
 	uint32_t rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
-	struct kli_spin s;
-	uint32_t v;
+	uint32_t v, seen = rank;
+	struct kli_spin s, awake;
 
 	kli_wait_spin(w);
 	atomic_store_explicit(&n->locked, rank, memory_order_relaxed); /* nobody else writes it yet */
@@ -192,17 +204,19 @@ static void mcs_wait_granted(struct kl_mcs_node *n, struct kl_mcs_node *prev,
 	if (rank == MCS_NEXT)
 		mcs_promote(n, MCS_NEAR);
 	kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
+	kli_spin_start(&awake, MCS_NEAR_AWAKE_NS);
 	/* C4: acquire, pairs with C5 in the predecessor's hand-over. */
 	while ((v = atomic_load_explicit(&n->locked, memory_order_acquire)) != MCS_GRANTED) {
-		if ((v == MCS_NEXT || v == MCS_NEAR) && v != rank) { /* promoted */
-			rank = v;
+		if ((v == MCS_NEXT || v == MCS_NEAR) && v != seen) { /* promoted (or woken so) */
+			seen = rank = v;
 			if (rank == MCS_NEXT)
 				mcs_promote(n, MCS_NEAR);
 			kli_spin_start(&s, MCS_SPIN_NS);
+			kli_spin_start(&awake, MCS_NEAR_AWAKE_NS);
 		}
 		if (kli_spin_poll(&s))
 			continue;
-		mcs_pause(n, rank != MCS_WAITING, w);
+		seen = mcs_pause(n, v, rank != MCS_WAITING && !kli_spin_expired(&awake), w);
 		kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
 	}
 	mcs_promote(n, MCS_NEXT); /* we hold the lock: our successor is next */

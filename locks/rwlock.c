@@ -61,6 +61,13 @@
  *       writer's critical section happens-before the claimer's read section
  *   G3  release CAS word -> n read holds   pairs with G4, the claimer's acquire load
  *
+ * Realtime readers (the interposer's, XSH pthread_rwlock_rdlock): the reader slow path
+ * has a "bold" mode, kli_rwlock_read_lock_outranking(), for a reader its caller knows to
+ * outrank every blocked writer: it defers to a write holder (WRLOCK) but not to WRWANT.
+ * It enters as any reader (R1) and leaves as any (R2; the last one out wakes a sleeping
+ * writer), and sleeps only behind a holder, whose release grants it (G1-G4): no new
+ * ordering. kl_rwlock's own API never uses it (it keeps no priorities).
+ *
  * Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
  * bounded starvation both ways; downgrade; timed variants. Cons / limits: readers share
  * one cache line (read scaling is the rmlock/pcpu_rwsem's job); no read recursion; writers
@@ -70,6 +77,7 @@
 #include <klock/rwlock.h>
 #include <klock/wait.h>
 #include "hooks.h"
+#include "rwlock_impl.h"
 #include "spin.h"
 #include "thread.h"
 
@@ -137,8 +145,11 @@ static void rw_wake_readers(struct kl_rwlock *rw)
 
 /* One attempt to enter shared: 0, EAGAIN (a writer holds it or sleeps for it), EDEADLK
  * (we are the writer), EINVAL (destroyed). @order: seq_cst when it is a sleeper's last
- * look (S1). */
-static int rw_read_try(struct kl_rwlock *rw, struct kli_thread *self, memory_order order)
+ * look (S1). @bold: a realtime reader that outranks every blocked writer (XSH
+ * pthread_rwlock_rdlock; kli_rwlock_read_lock_outranking()): it defers to a writer that
+ * holds the lock, not to one that waits. */
+static int rw_read_try(struct kl_rwlock *rw, struct kli_thread *self, memory_order order,
+		       bool bold)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, order);
 
@@ -147,7 +158,7 @@ static int rw_read_try(struct kl_rwlock *rw, struct kli_thread *self, memory_ord
 			return EINVAL;
 		if (v & RW_WRLOCK)
 			return rw_owner(v) == self ? EDEADLK : EAGAIN;
-		if (v & RW_WRWANT) {
+		if ((v & RW_WRWANT) && !bold) {
 			if (rw_writers_waiting(rw) != 0)
 				return EAGAIN; /* defer to the waiting writer (I3) */
 			/* Stale (its writer left): clear it and look again. */
@@ -235,14 +246,16 @@ static bool rw_read_leave(struct kl_rwlock *rw, bool entered, bool only_if_grant
 	return true;
 }
 
-/* A writer holds the lock, or waits for it (the drain it needs is short). */
-static bool rw_read_blocked(const struct kl_rwlock *rw, uintptr_t v)
+/* A writer holds the lock, or waits for it (the drain it needs is short; a @bold reader
+ * does not wait for that). */
+static bool rw_read_blocked(const struct kl_rwlock *rw, uintptr_t v, bool bold)
 {
-	return (v & RW_WRLOCK) || ((v & RW_WRWANT) && rw_writers_waiting(rw) != 0);
+	return (v & RW_WRLOCK) || (!bold && (v & RW_WRWANT) && rw_writers_waiting(rw) != 0);
 }
 
 /* Spins while a writer holds or waits for the lock. 0 once entered, or EAGAIN. */
-static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w)
+static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w,
+			bool bold)
 {
 	uint64_t t0 = kl_arch_cycles();
 	struct kli_spin s;
@@ -251,8 +264,9 @@ static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kl
 	kli_wait_spin(w);
 	kli_spin_start(&s, kli_spin_budget(&rw->spin_ns));
 	do {
-		if (!rw_read_blocked(rw, atomic_load_explicit(&rw->word, memory_order_relaxed))) {
-			err = rw_read_try(rw, self, memory_order_relaxed);
+		if (!rw_read_blocked(rw, atomic_load_explicit(&rw->word, memory_order_relaxed),
+				     bold)) {
+			err = rw_read_try(rw, self, memory_order_relaxed, bold);
 			if (err != EAGAIN)
 				break;
 		}
@@ -264,7 +278,7 @@ static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kl
 
 /* Sleeps until entered, granted, timed out or misused. */
 static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w,
-			 const struct timespec *abstime, const void *site)
+			 const struct timespec *abstime, bool bold, const void *site)
 {
 	uint32_t seq;
 	int err;
@@ -279,7 +293,7 @@ static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct k
 		if (rw_read_leave(rw, false, true, site))
 			return 0; /* a writer handed us the lock */
 		kli_test_point("rwlock.read_sleep.checked");
-		err = rw_read_try(rw, self, memory_order_seq_cst); /* S1: last look */
+		err = rw_read_try(rw, self, memory_order_seq_cst, bold); /* S1: last look */
 		if (err != EAGAIN)
 			break;
 		if (kli_deadline_passed(abstime)) {
@@ -294,18 +308,18 @@ static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct k
 }
 
 static int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime, unsigned flags,
-			const void *site)
+			bool bold, const void *site)
 {
 	struct kli_thread *self = kli_self();
 	struct kli_wait w;
 	int err;
 
 	kli_wait_begin(&w);
-	err = rw_read_try(rw, self, memory_order_relaxed);
+	err = rw_read_try(rw, self, memory_order_relaxed, bold);
 	if (err == EAGAIN)
-		err = rw_read_spin(rw, self, &w);
+		err = rw_read_spin(rw, self, &w, bold);
 	if (err == EAGAIN)
-		err = rw_read_sleep(rw, self, &w, abstime, site);
+		err = rw_read_sleep(rw, self, &w, abstime, bold, site);
 	kli_wait_end(&w, rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
 }
@@ -325,14 +339,15 @@ static KL_ALWAYS_INLINE bool rw_read_fast(struct kl_rwlock *rw)
 	return false;
 }
 
-static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, const void *site)
+static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, bool bold,
+			const void *site)
 {
 	unsigned flags = KLI_HF_READ | (abstime != NULL ? KLI_HF_TRY : 0);
 	int err = 0;
 
 	kli_hook_acquire(rw, RW_KIND, flags, site);
 	if (!rw_read_fast(rw))
-		err = rw_read_slow(rw, abstime, flags, site);
+		err = rw_read_slow(rw, abstime, flags, bold, site);
 	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
 }
@@ -578,7 +593,7 @@ int kl_rwlock_destroy(struct kl_rwlock *rw)
 
 static KL_NOINLINE void rw_read_lock_contended(struct kl_rwlock *rw, const void *site)
 {
-	int err = rw_read_slow(rw, NULL, KLI_HF_READ, site);
+	int err = rw_read_slow(rw, NULL, KLI_HF_READ, false, site);
 
 	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ | (err != 0 ? KLI_HF_FAILED : 0), site);
 	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
@@ -601,7 +616,7 @@ bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
 	int err;
 
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY, site);
-	err = rw_read_try(rw, kli_self(), memory_order_relaxed);
+	err = rw_read_try(rw, kli_self(), memory_order_relaxed, false);
 	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
 		rw_report(rw, rw_lock_misuse(err), site);
 	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0),
@@ -616,7 +631,26 @@ int kl_rwlock_read_timedlock(struct kl_rwlock *rw, const struct timespec *abstim
 
 	if (!kli_timespec_valid(abstime))
 		return EINVAL;
-	err = rw_read_lock(rw, abstime, site);
+	err = rw_read_lock(rw, abstime, false, site);
+	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
+		rw_report(rw, rw_lock_misuse(err), site);
+	return err;
+}
+
+/*
+ * For a realtime reader that outranks every writer blocked on @rw (the interposer knows
+ * their priorities; kl_rwlock does not): read-lock @rw, waiting while a writer holds it
+ * but not for writers that wait (XSH pthread_rwlock_rdlock with SCHED_FIFO/SCHED_RR).
+ * @abstime NULL: no deadline. 0, ETIMEDOUT, EDEADLK (we write-hold it), EINVAL.
+ */
+int kli_rwlock_read_lock_outranking(struct kl_rwlock *rw, const struct timespec *abstime)
+{
+	const void *site = KLI_SITE();
+	int err;
+
+	if (abstime != NULL && !kli_timespec_valid(abstime))
+		return EINVAL;
+	err = rw_read_lock(rw, abstime, true, site);
 	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
 		rw_report(rw, rw_lock_misuse(err), site);
 	return err;

@@ -6,7 +6,8 @@
  * STATE. seq: bit 0 set while a writer is writing; the value counts writes (x2).
  * wlock: the writers' mutex, Drepper's three-state futex mutex (0 free, 1 held, 2 held
  * with possible sleepers; a sleeper stores 2 before sleeping, so an unlock that swaps out
- * 2 wakes one). owner: the writer's record (debug checks, wowned-style queries).
+ * 2 wakes one writer, and every reader asleep on seq). owner: the writer's record (debug
+ * checks, wowned-style queries).
  *
  * INVARIANTS. seq is odd exactly while the wlock holder is between write_lock and
  * write_unlock. Only the wlock holder writes seq.
@@ -19,9 +20,17 @@
  *       even value. Pairs with R1 (acquire load in read_begin): a reader that starts at
  *       the new even value sees the whole write.
  *   M1/M2  wlock acquire (CAS/xchg acquire) and release (xchg release).
+ *   Q1/Q2  a reader that waited SEQ_READ_AWAKE_NS on odd @s CASes wlock 1 -> 2 (or finds
+ *       2), then futex-waits on seq == s; the unlock stores s + 1 (W2) before its
+ *       exchange (M2) and, seeing 2, wakes seq. Both RMWs on wlock: if seq is still s
+ *       when the futex compares, the writer of s held wlock all along since our CAS, so
+ *       its exchange sees 2 and its wake comes after the store (the futex's own order
+ *       does the rest). A CAS that finds 0 or the next writer's 1 with seq moved on only
+ *       costs a futex call that returns at once.
  *
- * PROS/CONS. Readers write no memory at all, so they scale perfectly and cannot slow the
- * writer; the price is retries (wasted work under write traffic), the copy-only rule for
+ * PROS/CONS. Readers write no memory at all (except a reader that waited 1 ms for a
+ * write: it marks wlock and sleeps, so a long write costs readers no CPU), so they scale
+ * perfectly and cannot slow the writer; the price is retries (wasted work under write traffic), the copy-only rule for
  * read sections, and readers that can starve under a steady write stream.
  *
  * LIMITS. Readers are not announced to instruments (they hold nothing and block nobody;
@@ -38,6 +47,12 @@
 #define SEQ_SPIN_NS 5000u
 /* Readers spin this long on an odd sequence before yielding to a (preempted) writer. */
 #define SEQ_READ_SPIN_NS 20000u
+/* ... and spin/yield this long in all before they sleep until the write ends (kl_ticket's
+ * TICKET_NEXT_AWAKE_NS reasoning: bounds what a write that runs long costs each reader;
+ * a write section that long is a misuse, so the wake-up's cost does not matter). */
+#define SEQ_READ_AWAKE_NS 1000000u
+/* wlock: held with possible sleepers (writers on wlock, readers on seq). */
+#define SEQ_WLOCK_SLEEPERS 2u
 
 int kl_seqlock_init(struct kl_seqlock *sl)
 {
@@ -140,20 +155,42 @@ void kl_seqlock_write_unlock(struct kl_seqlock *sl)
 	kli_hook_release(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
 	atomic_store_explicit(&sl->owner, 0, memory_order_relaxed);
 	atomic_store_explicit(&sl->seq, s + 1, memory_order_release); /* W2: pairs with R1 */
-	if (atomic_exchange_explicit(&sl->wlock, 0, memory_order_release) == 2) /* M2 */
+	/* M2; Q2: pairs with Q1 in seq_read_sleep(). */
+	if (atomic_exchange_explicit(&sl->wlock, 0, memory_order_release) == SEQ_WLOCK_SLEEPERS) {
 		kl_wake(&sl->wlock, 1);
+		kl_wake(&sl->seq, KL_WAKE_ALL); /* readers asleep behind a long write (after W2) */
+	}
 	kli_hook_released(sl, KLI_KIND_SEQLOCK, 0);
+}
+
+/* A reader waited SEQ_READ_AWAKE_NS for the write that made the sequence @s: mark wlock
+ * (Q1) so that the writer's unlock wakes the sequence's sleepers, and sleep while the
+ * sequence is still @s. The only store a reader ever makes, on this slow path alone. */
+static void seq_read_sleep(const struct kl_seqlock *csl, uint32_t s, struct kli_wait *w)
+{
+	struct kl_seqlock *sl = (struct kl_seqlock *)csl; /* writers write it: never const */
+	uint32_t v = 1;
+
+	/* Q1: an RMW on wlock, against the unlock's exchange (M2, Q2): see the top. */
+	if (atomic_compare_exchange_strong_explicit(&sl->wlock, &v, SEQ_WLOCK_SLEEPERS,
+						    memory_order_relaxed, memory_order_relaxed) ||
+	    v == SEQ_WLOCK_SLEEPERS) {
+		kli_wait_sleep(w);
+		kl_wait(&sl->seq, s, NULL); /* returns at once once seq moved on */
+		kli_wait_spin(w);
+	}
 }
 
 /* A write is in progress: wait it out (one slow-path episode for lockstat). */
 static KL_NOINLINE uint32_t seq_read_wait(const struct kl_seqlock *sl, const void *site)
 {
 	struct kli_wait w;
-	struct kli_spin sp;
+	struct kli_spin sp, awake;
 	uint32_t s;
 
 	kli_wait_begin(&w);
 	kli_wait_spin(&w);
+	kli_spin_start(&awake, SEQ_READ_AWAKE_NS);
 	for (;;) {
 		kli_spin_start(&sp, SEQ_READ_SPIN_NS);
 		do {
@@ -163,7 +200,10 @@ static KL_NOINLINE uint32_t seq_read_wait(const struct kl_seqlock *sl, const voi
 				return s;
 			}
 		} while (kli_spin_backoff(&sp));
-		kli_yield(); /* the writer may be preempted on our CPU */
+		if (!kli_spin_expired(&awake))
+			kli_yield(); /* the writer may be preempted on our CPU */
+		else
+			seq_read_sleep(sl, s, &w); /* a write that runs long */
 	}
 }
 

@@ -12,21 +12,30 @@
  * State:
  *   next      ticket the next locker gets (wraps mod 2^32)
  *   owner     ticket being served; owner == next: unlocked; next - owner: holder + waiters
- *   sleepers  bits 0-15: ticket holders parked (or about to park) on the lock's key, each
- *             tagged with its ticket (the park cookie); bits 16-31: passive waiters
- *             (no ticket yet) parked on &sleepers - one word, so the uncontended unlock
- *             asks "anyone asleep?" with one load
+ *   sleepers  bits 0-13: ticket holders parked (or about to park) on the lock's key
+ *             further back in the queue, each tagged with its ticket (the park cookie);
+ *             bits 14-15: the same for the next in line, asleep after its awake budget
+ *             (at most 2 at once: the ticket just served, woken but not yet running, and
+ *             the new next - a third can only become next once the first has unlocked);
+ *             bits 16-31: passive waiters (no ticket yet) parked on &sleepers - one word,
+ *             so the uncontended unlock asks "anyone asleep?" with one load
  *   holder    debug builds only: the holder's record (locks/lockdebug.h)
  * Invariants: owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
- * owner. A waiter parks only while its ticket is at least two places from being served
- * (my - owner >= 2, checked under the bucket lock); so the next in line is always awake,
- * and each unlock that finds sleepers wakes exactly the ticket that has just become next.
+ * owner. A waiter further back parks only while its ticket is at least two places from
+ * being served (my - owner >= 2, checked under the bucket lock); the next in line parks
+ * only after TICKET_NEXT_AWAKE_NS awake, and only while not served (my - owner >= 1). Each
+ * unlock that finds sleepers wakes exactly the ticket it has just served (if a next in
+ * line sleeps: bits 14-15) and the one that has just become next (if one sleeps further
+ * back: bits 0-13). No waiter sleeps past its turn, none spins or yields without bound.
  *
  * Oversubscription. FIFO is a trap when threads outnumber CPUs: if the next ticket's
  * thread is preempted, everyone waits for it to be scheduled, and spinning waiters burn
  * the CPU it needs. So the next in line spins on a time budget and then yields (kli_yield)
- * to the preempted thread; the others spin briefly and then sleep in the parking lot until
- * their turn is next (TWA, Dice & Kogan 2019, with the parking lot as the waiting array).
+ * to the preempted thread - for TICKET_NEXT_AWAKE_NS in all, then it sleeps until served
+ * (a lock held for seconds costs its waiters no CPU; until 2026-12 the next in line
+ * yielded for ever: 2.4 s of CPU in a 3 s wait under the interposer); the others spin
+ * briefly and then sleep in the parking lot until their turn is next (TWA, Dice & Kogan
+ * 2019, with the parking lot as the waiting array).
  * That alone still pays a wake-up per hand-over once more threads queue than there are
  * CPUs (each sleeper's turn comes while it sleeps: measured 20-80 k ops/s at 8 threads on
  * 2 CPUs, against millions at 2). So the queue is also kept short - concurrency
@@ -47,8 +56,10 @@
  *       (membarrier, S1) before its validate looks at owner; the unlocker stores owner (T3),
  *       takes the light fence (compiler barrier, S2) and loads sleepers. Either it sees the
  *       sleeper (and unparks under the bucket lock, where validate and unpark serialise) or
- *       the parker sees the new owner and does not sleep. The light side is what keeps the
- *       uncontended unlock a plain store plus two loads.
+ *       the parker sees the new owner and does not sleep. The same pair covers the next
+ *       in line's sleep (its count in bits 14-15, its validate my - owner >= 1): the
+ *       unlock that serves it sees the count, or it sees itself served. The light side is
+ *       what keeps the uncontended unlock a plain store plus two loads.
  *   S1/S2 again for passive waiters: the passive count in sleepers, the heavy fence, then
  *       the gate's validate reads owner and next; the unlock that empties the queue (owner
  *       == next after T3) sees the count and unparks one, or the waiter sees the room.
@@ -59,10 +70,11 @@
  * Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
  * two loads). Cons: every awake waiter polls one line (O(waiters) traffic per release);
  * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
- * waking a sleeper costs a system call in the unlock that makes it next; the crowding
+ * waking a sleeper costs a system call in the unlock that makes it next (and a hold
+ * longer than TICKET_NEXT_AWAKE_NS one more, in the unlock that serves it); the crowding
  * check adds two loads of the lock's own line and a compare to the uncontended lock;
  * oversubscribed, fairness is long-term (rotation period), not per acquisition. Limits:
- * fewer than 2^16 sleeping ticket holders and 2^16 passive waiters per lock.
+ * fewer than 2^14 ticket holders asleep further back and 2^16 passive waiters per lock.
  */
 #include "ticket_impl.h"
 #include "fence_impl.h"
@@ -75,20 +87,31 @@
 /* Next in line: spin this long, then yield (a section + hand-over is far shorter; yielding
  * sooner hands the CPU to other processes for a whole time slice). */
 #define TICKET_SPIN_NS 50000u
+/* Next in line: stay awake (spin, yield) this long in all, then sleep until served. A
+ * preempted holder gets a CPU back within a few ms anyway once we sleep (sleeping frees
+ * our CPU as a yield does); the budget only bounds what a waiter behind a long hold
+ * burns: at most this per acquisition, and a hold that outlasts it pays one wake-up
+ * (~10 us) on top of >= 1 ms, under 1%. The rotation period's length, so the passive
+ * waiters and the next in line live on one time scale. */
+#define TICKET_NEXT_AWAKE_NS 1000000u
 /* Further back: poll this long (the queue may move fast), then sleep until next. */
 #define TICKET_QUEUE_SPIN_NS 2000u
 /* A passive waiter's longest sleep before it takes a ticket anyway: the rotation period,
  * about kl_mutex's hand-off threshold (no thread starves longer than that plus a queue). */
 #define TICKET_ROTATE_NS 1000000u
-/* sleepers: one passive waiter (the high half), and the ticket holders' count (low half). */
+/* sleepers: one passive waiter (the high half); the ticket holders asleep further back
+ * (bits 0-13) and asleep next in line (bits 14-15: at most 2 at once, see the top). */
 #define TICKET_PASSIVE_ONE (1u << 16)
-#define TICKET_HOLDERS_MASK (TICKET_PASSIVE_ONE - 1u)
+#define TICKET_NEXT_ONE (1u << 14)
+#define TICKET_FAR_MASK (TICKET_NEXT_ONE - 1u)
+#define TICKET_NEXT_MASK (TICKET_PASSIVE_ONE - TICKET_NEXT_ONE)
 /* What kl_ticket_destroy() leaves in both counters. */
 #define TICKET_POISON 0xdead0000u
 
 struct ticket_park {
 	struct kl_ticket *t;
 	uint32_t my;
+	uint32_t dist; /* sleep only while our turn is at least this many places away */
 };
 
 /* Tickets outstanding: holder + waiters (0 when free). */
@@ -98,34 +121,38 @@ static inline uint32_t ticket_queued(const struct kl_ticket *t)
 	       atomic_load_explicit(&t->owner, memory_order_relaxed);
 }
 
-/* Under the bucket lock: sleep only while our turn is at least two places away. */
+/* Under the bucket lock: sleep only while our turn is still tp->dist or more away (2
+ * further back: the unlock that makes us next wakes us; 1 next in line: the unlock that
+ * serves us does). */
 static bool ticket_validate(void *arg)
 {
 	struct ticket_park *tp = arg;
 
-	return tp->my - atomic_load_explicit(&tp->t->owner, memory_order_relaxed) >= 2;
+	return tp->my - atomic_load_explicit(&tp->t->owner, memory_order_relaxed) >= tp->dist;
 }
 
-/* Sleeps until our ticket is next (or became next meanwhile). */
-static void ticket_sleep(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
+/* Sleeps until our ticket is next (@next false) or served (@next true: we were next in
+ * line and spent TICKET_NEXT_AWAKE_NS awake), or became so meanwhile. */
+static void ticket_sleep(struct kl_ticket *t, uint32_t my, bool next, struct kli_wait *w)
 {
-	struct ticket_park tp = { t, my };
+	struct ticket_park tp = { t, my, next ? 1u : 2u };
 	struct kli_park_req req = { .key = t, .validate = ticket_validate, .arg = &tp,
 				    .cookie = my };
+	uint32_t one = next ? TICKET_NEXT_ONE : 1u;
 	uintptr_t token;
 
-	atomic_fetch_add_explicit(&t->sleepers, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->sleepers, one, memory_order_relaxed);
 	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() */
 	kli_wait_sleep(w);
 	kli_park(&req, &token);
-	atomic_fetch_sub_explicit(&t->sleepers, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&t->sleepers, one, memory_order_relaxed);
 	kli_wait_spin(w);
 }
 
 /* Waits, with ticket @my, until it is served. */
 static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
 {
-	struct kli_spin s;
+	struct kli_spin s, awake;
 	uint32_t owner;
 	bool next = false;
 
@@ -135,14 +162,14 @@ static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *
 		if (!next && my - owner == 1) { /* our turn is next: the spin budget restarts */
 			next = true;
 			kli_spin_start(&s, TICKET_SPIN_NS);
+			kli_spin_start(&awake, TICKET_NEXT_AWAKE_NS);
 		}
 		if (kli_spin_poll(&s))
 			continue;
-		if (next) {
+		if (next && !kli_spin_expired(&awake))
 			kli_yield(); /* the holder may be preempted: give it our CPU */
-		} else {
-			ticket_sleep(t, my, w);
-		}
+		else
+			ticket_sleep(t, my, next, w); /* a long hold, or far back */
 		kli_spin_start(&s, next ? TICKET_SPIN_NS : TICKET_QUEUE_SPIN_NS);
 	}
 }
@@ -186,12 +213,15 @@ static KL_NOINLINE void ticket_lock_crowded(struct kl_ticket *t, const void *sit
 	kli_wait_end(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
 }
 
-/* Sleepers exist (@sleepers): wake the ticket holder that is now next (it may not have
- * parked yet, or not at all: then nothing happens and it finds out by itself), and, if
- * the queue is now empty, one passive waiter. */
+/* Sleepers exist (@sleepers, @owner now served): wake the ticket holder served now if it
+ * slept next in line, the one that is now next if it slept further back (either may not
+ * have parked yet, or not at all: then nothing happens and it finds out by itself), and,
+ * if the queue is now empty, one passive waiter. */
 static KL_NOINLINE void ticket_wake(struct kl_ticket *t, uint32_t owner, uint32_t sleepers)
 {
-	if (sleepers & TICKET_HOLDERS_MASK)
+	if (sleepers & TICKET_NEXT_MASK)
+		kli_unpark_cookie(t, owner, 0);
+	if (sleepers & TICKET_FAR_MASK)
 		kli_unpark_cookie(t, owner + 1, 0);
 	if (sleepers >= TICKET_PASSIVE_ONE &&
 	    atomic_load_explicit(&t->next, memory_order_relaxed) == owner)

@@ -29,6 +29,20 @@
  * freed by destroy (a zero-filled rwlock never destroyed keeps them: one cache line per
  * possible CPU).
  *
+ * Realtime readers (XSH pthread_rwlock_rdlock): with SCHED_FIFO/SCHED_RR threads a reader
+ * gets the lock unless a writer holds it or a writer of higher or equal priority is
+ * blocked on it. kl_rwlock prefers writers and knows nothing of priorities, so a kl_rwlock
+ * kind keeps, in the spare word `writer` (the kl_pcpu_rwsem kind's, unused here), how many
+ * realtime writers are blocked (bits 0-15) and the highest priority among them since the
+ * count was last 0 (bits 16-23: conservative - a priority that left stays until the count
+ * drains). A writer counts itself there only on its slow path, a reader reads it only on
+ * its slow path, and only there is the policy looked up (pthread_getschedparam, cached by
+ * glibc for threads whose policy was set through pthread calls). A realtime reader that
+ * outranks the recorded writers takes kli_rwlock_read_lock_outranking(): it waits for a
+ * write holder, not for waiting writers. Ordering: a snapshot (relaxed); a writer that
+ * blocks just after the reader looked is, for POSIX, not yet blocked. kl_pcpu_rwsem keeps
+ * its writer preference (documented in docs/preload.md).
+ *
  * Errors, as glibc: EINVAL for a timed call's tv_nsec out of range (checked first, even
  * when the lock is free), EDEADLK for rdlock/wrlock/timed* by the writer, EBUSY for try* that
  * would wait (the writer's own try* included), EAGAIN at 2^32 - 1 recursive read holds;
@@ -36,11 +50,13 @@
  * glibc waits forever. Adoption of a pristine (static or zeroed) rwlock is the mutex's
  * T1/T2 protocol, with __shared (offset 28) as the forward mark and __flags as the kind.
  */
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
 #include <klock/pcpu_rwsem.h>
 #include "klp.h"
+#include "rwlock_impl.h"
 
 /* Distinct rwlocks one thread can hold for reading at once and still read-lock again
  * safely while a writer waits. */
@@ -49,6 +65,13 @@
 #define RW_POLL_MIN_NS 1000ll
 /* ... doubling up to this. */
 #define RW_POLL_MAX_NS 1000000ll
+
+/* `writer` word of a kl_rwlock kind: one blocked realtime writer (bits 0-15 count them)... */
+#define RW_RTW_ONE 1u
+#define RW_RTW_COUNT_MASK 0xffffu
+/* ... and the highest priority among them (bits 16-23). */
+#define RW_RTW_PRIO_SHIFT 16
+#define RW_RTW_PRIO_MASK 0xffu
 
 struct rd_hold {
 	const void *lock;
@@ -212,6 +235,55 @@ static void rw_wrunlock(struct klp_rwlock *rw, uint64_t t)
 	kl_pcpu_rwsem_write_unlock(&rw->u.pc);
 }
 
+/* ---- realtime readers (see the top) ------------------------------------------------------ */
+
+/* The calling thread's SCHED_FIFO/SCHED_RR priority, or 0 under any other policy. Slow
+ * paths only. */
+static int rw_rt_prio(void)
+{
+	struct sched_param sp;
+	int policy;
+
+	if (pthread_getschedparam(pthread_self(), &policy, &sp) != 0 ||
+	    (policy != SCHED_FIFO && policy != SCHED_RR))
+		return 0;
+	return sp.sched_priority;
+}
+
+/* A realtime writer of priority @prio blocks on @rw (a kl_rwlock kind). */
+static void rw_rtw_enter(struct klp_rwlock *rw, int prio)
+{
+	uint32_t v = atomic_load_explicit(&rw->writer, memory_order_relaxed), n, top;
+
+	do {
+		top = (v >> RW_RTW_PRIO_SHIFT) & RW_RTW_PRIO_MASK;
+		if ((uint32_t)prio > top)
+			top = (uint32_t)prio & RW_RTW_PRIO_MASK;
+		n = ((v & RW_RTW_COUNT_MASK) + RW_RTW_ONE) | (top << RW_RTW_PRIO_SHIFT);
+	} while (!atomic_compare_exchange_weak_explicit(&rw->writer, &v, n, memory_order_relaxed,
+							memory_order_relaxed));
+}
+
+/* ... and no longer blocks (it got the lock or timed out). */
+static void rw_rtw_leave(struct klp_rwlock *rw)
+{
+	uint32_t v = atomic_load_explicit(&rw->writer, memory_order_relaxed), n;
+
+	do
+		n = (v & RW_RTW_COUNT_MASK) == RW_RTW_ONE ? 0 : v - RW_RTW_ONE;
+	while (!atomic_compare_exchange_weak_explicit(&rw->writer, &v, n, memory_order_relaxed,
+						      memory_order_relaxed));
+}
+
+/* Does a reader of realtime priority @prio outrank every blocked (realtime) writer? */
+static bool rw_rt_outranks(const struct klp_rwlock *rw, int prio)
+{
+	uint32_t v = atomic_load_explicit(&rw->writer, memory_order_relaxed);
+
+	return prio > 0 && ((v & RW_RTW_COUNT_MASK) == 0 ||
+			    (uint32_t)prio > ((v >> RW_RTW_PRIO_SHIFT) & RW_RTW_PRIO_MASK));
+}
+
 /* kl_pcpu_rwsem's timed locks poll its trylocks, sleeping a little more each time. */
 static int pcpu_timed(struct klp_rwlock *rw, uint64_t t, bool write,
 		      const struct timespec *mono)
@@ -230,8 +302,10 @@ static int pcpu_timed(struct klp_rwlock *rw, uint64_t t, bool write,
 	return 0;
 }
 
-/* A timed acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. */
-static int rw_timed(struct klp_rwlock *rw, uint64_t t, bool write, const struct klp_deadline *d)
+/* A timed acquisition in slices (preload.c); 0, ETIMEDOUT or EINVAL. @outrank: a read by
+ * a realtime reader that outranks the blocked writers (kl_rwlock kinds). */
+static int rw_timed(struct klp_rwlock *rw, uint64_t t, bool write, bool outrank,
+		    const struct klp_deadline *d)
 {
 	struct timespec mono;
 	bool last;
@@ -243,9 +317,11 @@ static int rw_timed(struct klp_rwlock *rw, uint64_t t, bool write, const struct 
 			return err;
 		if (rw_pcpu(t))
 			err = pcpu_timed(rw, t, write, &mono);
+		else if (write)
+			err = kl_rwlock_write_timedlock(&rw->u.rw, &mono);
 		else
-			err = write ? kl_rwlock_write_timedlock(&rw->u.rw, &mono)
-				    : kl_rwlock_read_timedlock(&rw->u.rw, &mono);
+			err = outrank ? kli_rwlock_read_lock_outranking(&rw->u.rw, &mono)
+				      : kl_rwlock_read_timedlock(&rw->u.rw, &mono);
 		if (err != ETIMEDOUT)
 			return err;
 	}
@@ -278,16 +354,36 @@ static int rw_rdlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_
 			return EBUSY;
 		if (rw_wowned(rw, t))
 			return EDEADLK;
-		if (d == NULL)
+		if (!rw_pcpu(t) && rw_rt_outranks(rw, rw_rt_prio()))
+			err = d == NULL ? kli_rwlock_read_lock_outranking(&rw->u.rw, NULL)
+					: rw_timed(rw, t, false, true, d);
+		else if (d == NULL)
 			rw_rd(rw, t);
 		else
-			err = rw_timed(rw, t, false, d);
+			err = rw_timed(rw, t, false, false, d);
 		if (err != 0)
 			return err;
 	}
 	if (rw_tracked(t))
 		rd_push(rw);
 	return 0;
+}
+
+/* A write lock that has to wait; a realtime writer of a kl_rwlock kind is counted
+ * blocked meanwhile (see the top). */
+static int rw_wrlock_wait(struct klp_rwlock *rw, uint64_t t, const struct klp_deadline *d)
+{
+	int prio = rw_pcpu(t) ? 0 : rw_rt_prio(), err = 0;
+
+	if (prio > 0)
+		rw_rtw_enter(rw, prio);
+	if (d != NULL)
+		err = rw_timed(rw, t, true, false, d);
+	else
+		rw_wr(rw, t);
+	if (prio > 0)
+		rw_rtw_leave(rw);
+	return err;
 }
 
 static int rw_wrlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_deadline *d,
@@ -301,10 +397,7 @@ static int rw_wrlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_
 		return EBUSY;
 	if (rw_wowned(rw, t) || (rw_tracked(t) && rd_find(rw) >= 0))
 		return EDEADLK;
-	if (d != NULL)
-		return rw_timed(rw, t, true, d);
-	rw_wr(rw, t);
-	return 0;
+	return rw_wrlock_wait(rw, t, d);
 }
 
 static int rw_unlock_tagged(struct klp_rwlock *rw, uint64_t t)

@@ -55,6 +55,7 @@ static void test_ticket_excludes_under_contention(void **state)
 
 /* ---- FIFO: waiters are served in the order they took their tickets ------------------- */
 #define FIFO_WAITERS 3
+#define SLEEPERS_NEXT_ONE (1u << 14) /* sleepers: one next in line asleep (locks/ticket.c) */
 static int order[FIFO_WAITERS];
 static _Atomic int served;
 
@@ -83,11 +84,12 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 		while (atomic_load(&tl.next) != (uint32_t)i + 2)
 			klt_sleep_ms(1);
 	}
-	/* Only the next in line stays awake; the two behind it go to sleep. (Where the queue
+	/* The two behind the next in line go to sleep at once; the next in line too, once it
+	 * has stayed awake ~1 ms (sleepers' bits 14-15, locks/ticket.c). (Where the queue
 	 * is crowded - 3 tickets on 2 CPUs - the third waited passive first, then took its
 	 * ticket at its rotation timeout: arrival order still holds here, since each thread
 	 * has taken its ticket before the next one starts.) */
-	while (atomic_load(&tl.sleepers) != FIFO_WAITERS - 1)
+	while (atomic_load(&tl.sleepers) != SLEEPERS_NEXT_ONE + FIFO_WAITERS - 1)
 		klt_sleep_ms(1);
 	kl_ticket_unlock(&tl); /* wakes the one that becomes next, and so on down the line */
 	for (int i = 0; i < FIFO_WAITERS; i++)

@@ -7,7 +7,8 @@
  * one atomic exchange and spins on a flag in its own node, which its predecessor sets on
  * unlock. So a release touches one waiter's cache line instead of every waiter's, which is
  * what keeps MCS flat on many-core machines (Linux builds qspinlock's slow path from it).
- * Spinning is time-budgeted; then the waiter sleeps on its own node and the hand-over wakes
+ * Spinning is time-budgeted (the two waiters nearest the lock stay awake about 1 ms, the
+ * others far less); then the waiter sleeps on its own node and the hand-over wakes
  * exactly it, so waiters do not burn the CPUs the holder needs when threads outnumber CPUs
  * (FIFO still pays a wake-up per hand-over there: prefer kl_mutex, which barges).
  *

@@ -18,7 +18,8 @@
  * block writers, so writers cannot starve; a steady stream of writes can starve readers.
  *
  * A reader inside a write section of the same seqlock spins for ever (self-deadlock).
- * read_begin waits (spins, then yields) while a write is in progress. Not
+ * read_begin waits (spins, then yields, then after about 1 ms sleeps until the write
+ * ends) while a write is in progress. Not
  * async-signal-safe for writers; readers may run in a signal handler only if the
  * interrupted code is not a writer of the same seqlock.
  */

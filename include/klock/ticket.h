@@ -5,9 +5,10 @@
  * A locker takes a ticket (one atomic add) and waits until the lock serves that ticket;
  * unlock serves the next one (one store). Strict FIFO, so no waiter starves. The waiter
  * whose turn is next spins with the CPU's relax hint for a short time budget, then gives
- * its CPU away (yield) and spins again; waiters further back spin briefly and then sleep,
- * and unlock wakes exactly the one whose turn becomes next (a directed wake-up, Dice and
- * Kogan's TWA idea). So with more threads than CPUs the queue does not burn the CPU time
+ * its CPU away (yield) and spins again, for about 1 ms in all; then it sleeps until
+ * served. Waiters further back spin briefly and then sleep, and unlock wakes exactly the
+ * one whose turn becomes next (a directed wake-up, Dice and Kogan's TWA idea). So a
+ * waiter behind a long hold uses no CPU. So with more threads than CPUs the queue does not burn the CPU time
  * the holder and the next thread need. Sections under it should still be short: use
  * kl_mutex for anything that can block or run long.
  *
@@ -50,7 +51,8 @@ KL_API void kl_ticket_destroy(struct kl_ticket *t) KL_NONNULL(1);
 
 /**
  * kl_ticket_lock - acquire @t, in arrival order. The next in line spins (yielding the CPU
- * now and then); those further back sleep until their turn is next. When as many threads
+ * now and then) for about 1 ms, then sleeps until served; those further back sleep until
+ * their turn is next. When as many threads
  * hold or wait for @t as the process may use CPUs, a newcomer first waits without a
  * ticket until the queue empties or about 1 ms passes (so order is by arrival among the
  * queued, and over ~1 ms among the rest). Not recursive. Only the thread that locked @t
