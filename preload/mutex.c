@@ -28,6 +28,15 @@
  * here. A thread holding more MCS mutexes at once than its pool has nodes takes spare
  * nodes from a shared free list. Nodes are never freed: an errorcheck lock may read the
  * holder's node (its owner) while the holder unlocks.
+ *
+ * Holders. ERRORCHECK and RECURSIVE need "does the caller hold it": kl_mutex's word names
+ * its holder; the FIFO locks record one in `holder` - the holder's owner id (ticket) or
+ * its queue node, which carries the owner id of the acquisition (MCS). Owner ids, not
+ * thread records: records are recycled when threads exit, so a record pointer left by a
+ * thread that exited holding the mutex would make the record's next thread its owner
+ * (allowed to relock a RECURSIVE mutex, to unlock it, EDEADLK instead of ETIMEDOUT).
+ * An owner id names one thread lifetime (locks/thread.h), so such a mutex stays locked
+ * and owned by nobody alive, as in glibc: EPERM on unlock, ETIMEDOUT on timedlock.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +60,8 @@ struct klp_mcs_pool;
 
 struct klp_mcs_node {
 	struct kl_mcs_node n;
-	struct kli_thread *owner;   /* the record of the thread that took it */
+	_Atomic kli_owner_t owner;  /* the owner id of the acquisition holding it (read by
+	                             * other threads' ownership checks) */
 	struct klp_mcs_pool *pool;  /* NULL: a spare node (spare_head's list) */
 	struct klp_mcs_node *next;  /* spare list link */
 	uint32_t slot;
@@ -110,7 +120,6 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 		p = map_zeroed(sizeof(*p));
 		p->owner = self;
 		for (unsigned i = 0; i < KLP_MCS_POOL; i++) {
-			p->node[i].owner = self;
 			p->node[i].pool = p;
 			p->node[i].slot = i;
 		}
@@ -122,7 +131,7 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 }
 
 /* The pool is full: a spare node (from the list, or a new one). */
-static KL_NOINLINE struct klp_mcs_node *mcs_spare_get(struct kli_thread *owner)
+static KL_NOINLINE struct klp_mcs_node *mcs_spare_get(void)
 {
 	struct klp_mcs_node *n;
 
@@ -133,7 +142,6 @@ static KL_NOINLINE struct klp_mcs_node *mcs_spare_get(struct kli_thread *owner)
 	kli_wordlock_unlock(&pool_lock);
 	if (n == NULL)
 		n = map_zeroed(sizeof(*n));
-	n->owner = owner;
 	n->pool = NULL;
 	return n;
 }
@@ -148,7 +156,7 @@ static struct klp_mcs_node *mcs_node_get(void)
 		p = mcs_pool_slow();
 	busy = atomic_load_explicit(&p->busy, memory_order_relaxed);
 	if (kl_unlikely(busy == UINT64_MAX))
-		return mcs_spare_get(p->owner);
+		return mcs_spare_get();
 	i = (unsigned)__builtin_ctzll(~busy);
 	/* Only this thread sets bits; an unlock (maybe on another thread) clears them. */
 	atomic_fetch_or_explicit(&p->busy, 1ull << i, memory_order_relaxed);
@@ -171,17 +179,18 @@ static void mcs_node_put(struct klp_mcs_node *n)
 
 bool klp_mutex_owned(struct klp_mutex *m, uint64_t t)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 	uintptr_t h;
 
 	if (KLP_TAG_IMPL(t) == KLP_I_ADAPTIVE)
 		return kl_mutex_owned(&m->u.adaptive);
 	h = atomic_load_explicit(&m->u.fifo.holder, memory_order_relaxed);
-	if (self == NULL || h == 0)
+	if (me == 0 || h == 0)
 		return false;
 	if (KLP_TAG_IMPL(t) == KLP_I_TICKET)
-		return h == (uintptr_t)self;
-	return ((struct klp_mcs_node *)h)->owner == self; /* nodes are never freed */
+		return h == me;
+	/* nodes are never freed */
+	return atomic_load_explicit(&((struct klp_mcs_node *)h)->owner, memory_order_relaxed) == me;
 }
 
 /* The FIFO locks record their holder (after acquiring; cleared before releasing). */
@@ -200,11 +209,12 @@ void klp_mutex_lock_raw(struct klp_mutex *m, uint64_t t)
 		break;
 	case KLP_I_TICKET:
 		kl_ticket_lock(&m->u.fifo.l.ticket);
-		fifo_hold(m, (uintptr_t)kli_self());
+		fifo_hold(m, kli_owner());
 		break;
 	default:
 		n = mcs_node_get();
 		kl_mcs_lock(&m->u.fifo.l.mcs, &n->n);
+		atomic_store_explicit(&n->owner, kli_owner(), memory_order_relaxed);
 		fifo_hold(m, (uintptr_t)n);
 		break;
 	}
@@ -220,7 +230,7 @@ static bool mutex_trylock_raw(struct klp_mutex *m, uint64_t t)
 	case KLP_I_TICKET:
 		if (!kl_ticket_trylock(&m->u.fifo.l.ticket))
 			return false;
-		fifo_hold(m, (uintptr_t)kli_self());
+		fifo_hold(m, kli_owner());
 		return true;
 	default:
 		n = mcs_node_get();
@@ -228,6 +238,7 @@ static bool mutex_trylock_raw(struct klp_mutex *m, uint64_t t)
 			mcs_node_put(n);
 			return false;
 		}
+		atomic_store_explicit(&n->owner, kli_owner(), memory_order_relaxed);
 		fifo_hold(m, (uintptr_t)n);
 		return true;
 	}
