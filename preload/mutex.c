@@ -27,7 +27,10 @@
  * come from mmap, not malloc: a malloc that locks a pthread mutex would otherwise recurse
  * here. A thread holding more MCS mutexes at once than its pool has nodes takes spare
  * nodes from a shared free list. Nodes are never freed: an errorcheck lock may read the
- * holder's node (its owner) while the holder unlocks.
+ * holder's node (its owner) while the holder unlocks. Out of memory (mmap fails: RLIMIT_AS)
+ * a thread without a pool uses spare nodes, and spare nodes come from a reserve in static
+ * storage (KLP_MCS_RESERVE); when that is spent too the lock call waits for a node to be
+ * given back (lock has no ENOMEM to return), it never aborts.
  *
  * Holders. ERRORCHECK and RECURSIVE need "does the caller hold it": kl_mutex's word names
  * its holder; the FIFO locks record one in `holder` - the holder's owner id (ticket) or
@@ -51,6 +54,10 @@
 /* Pool directory: 2^(8+8) thread records. */
 #define POOL_DIR_PAGES 256u
 #define POOL_PAGE_SLOTS 256u
+/* Spare nodes in static storage, for when no memory can be mapped. */
+#define KLP_MCS_RESERVE 64
+/* Waiting for a spare node when even the reserve is spent: the pause between retries. */
+#define MCS_NODE_RETRY_NS 1000000l
 /* A FIFO mutex's timedlock polls trylock, sleeping this long at first ... */
 #define FIFO_POLL_MIN_NS 1000ll
 /* ... doubling up to this. */
@@ -75,6 +82,8 @@ struct klp_mcs_pool {
 
 static struct klp_mcs_pool **_Atomic pool_dir[POOL_DIR_PAGES];
 static struct klp_mcs_node *spare_head;     /* under pool_lock */
+static struct klp_mcs_node spare_reserve[KLP_MCS_RESERVE];
+static unsigned spare_reserve_used;         /* under pool_lock */
 static struct kli_wordlock pool_lock = KLI_WORDLOCK_INIT;
 static __thread struct klp_mcs_pool *tls_pool __attribute__((tls_model("initial-exec")));
 
@@ -83,15 +92,12 @@ static inline struct klp_mutex *M(pthread_mutex_t *m)
 	return (struct klp_mutex *)(void *)m;
 }
 
+/* Zeroed memory, or NULL when none can be mapped. */
 static void *map_zeroed(size_t n)
 {
 	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (p == MAP_FAILED) {
-		klp_warn("out of memory for MCS queue nodes; aborting");
-		abort();
-	}
-	return p;
+	return p != MAP_FAILED ? p : NULL;
 }
 
 void klp_mutex_atfork_child(void)
@@ -105,12 +111,14 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 {
 	struct kli_thread *self = kli_self();
 	unsigned pg = (self->index / POOL_PAGE_SLOTS) % POOL_DIR_PAGES;
-	struct klp_mcs_pool **page, *p;
+	struct klp_mcs_pool **page, *p = NULL;
 
 	kli_wordlock_lock(&pool_lock);
 	page = atomic_load_explicit(&pool_dir[pg], memory_order_relaxed);
 	if (page == NULL) {
 		page = map_zeroed(POOL_PAGE_SLOTS * sizeof(*page));
+		if (page == NULL)
+			goto out; /* out of memory: spare nodes serve us (see the top) */
 		atomic_store_explicit(&pool_dir[pg], page, memory_order_relaxed);
 	}
 	p = page[self->index % POOL_PAGE_SLOTS];
@@ -118,6 +126,8 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 		/* new, or (past 65536 records) a slot shared with another record: a pool of our
 		 * own, the old one stays with its users */
 		p = map_zeroed(sizeof(*p));
+		if (p == NULL)
+			goto out;
 		p->owner = self;
 		for (unsigned i = 0; i < KLP_MCS_POOL; i++) {
 			p->node[i].pool = p;
@@ -125,6 +135,7 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 		}
 		page[self->index % POOL_PAGE_SLOTS] = p;
 	}
+out:
 	kli_wordlock_unlock(&pool_lock);
 	tls_pool = p;
 	return p;
@@ -133,15 +144,27 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 /* The pool is full: a spare node (from the list, or a new one). */
 static KL_NOINLINE struct klp_mcs_node *mcs_spare_get(void)
 {
+	struct timespec nap = { 0, MCS_NODE_RETRY_NS };
 	struct klp_mcs_node *n;
 
-	kli_wordlock_lock(&pool_lock);
-	n = spare_head;
-	if (n != NULL)
-		spare_head = n->next;
-	kli_wordlock_unlock(&pool_lock);
-	if (n == NULL)
-		n = map_zeroed(sizeof(*n));
+	for (;;) {
+		kli_wordlock_lock(&pool_lock);
+		n = spare_head;
+		if (n != NULL)
+			spare_head = n->next;
+		kli_wordlock_unlock(&pool_lock);
+		if (n == NULL)
+			n = map_zeroed(sizeof(*n));
+		if (n == NULL) {
+			kli_wordlock_lock(&pool_lock);
+			if (spare_reserve_used < KLP_MCS_RESERVE)
+				n = &spare_reserve[spare_reserve_used++];
+			kli_wordlock_unlock(&pool_lock);
+		}
+		if (n != NULL)
+			break;
+		nanosleep(&nap, NULL); /* everything spent: wait for a node to come back */
+	}
 	n->pool = NULL;
 	return n;
 }
@@ -154,6 +177,8 @@ static struct klp_mcs_node *mcs_node_get(void)
 
 	if (kl_unlikely(p == NULL))
 		p = mcs_pool_slow();
+	if (kl_unlikely(p == NULL))
+		return mcs_spare_get(); /* no memory for a pool */
 	busy = atomic_load_explicit(&p->busy, memory_order_relaxed);
 	if (kl_unlikely(busy == UINT64_MAX))
 		return mcs_spare_get();
