@@ -68,6 +68,8 @@
 #define SLAB_RECORDS KLI_THREAD_SLAB
 /* Records in static storage for when mmap() fails (see the top): one slab's worth. */
 #define RESERVE_RECORDS KLI_THREAD_RESERVE
+/* First size of a record's rmlock overflow-hold array (entries; doubles when full). */
+#define OVF_MIN 64
 /* The interposer waiting for a record: first and longest pause between retries. */
 #define RETRY_MIN_NS 1000000l
 #define RETRY_MAX_NS 100000000l
@@ -258,10 +260,31 @@ __attribute__((constructor)) static void thread_ctor(void)
 	kli_init();
 }
 
+/*
+ * A thread exiting inside kl_pcpu_rwsem read sections: its read holds are per-CPU counts,
+ * not per-thread state, so they cannot be found and dropped - the count stays raised and
+ * every later writer of that semaphore waits for ever (as with a leaked Linux
+ * percpu_rw_semaphore read). Debug builds track a thread's holds, so they say so here,
+ * and clear the tracking so that the record's next thread starts clean.
+ */
+static void pcpu_exit_report(struct kli_thread *t)
+{
+	uint32_t n = t->rdm_pcpu_n;
+
+	if (!KLOCK_DEBUG_LOCKS || n == 0)
+		return;
+	for (uint32_t i = 0; i < n && i < KLI_RDM_TRACK; i++)
+		kli_report("thread exit inside a read section", "pcpu_rwsem", t->rdm_pcpu[i], NULL,
+			   "the hold cannot be dropped: writers will wait for ever");
+	t->rdm_pcpu_n = 0;
+}
+
 static void thread_detach(void *arg)
 {
 	struct kli_thread *t = arg;
 	unsigned n = atomic_load_explicit(&exit_hook_count, memory_order_acquire);
+
+	pcpu_exit_report(t);
 
 	for (unsigned i = 0; i < n; i++)
 		exit_hooks[i](t);
@@ -302,4 +325,41 @@ void kli_thread_on_exit(kli_thread_exit_fn fn)
 	exit_hooks[i] = fn;
 	atomic_store_explicit(&exit_hook_count, i + 1, memory_order_release);
 	kli_wordlock_unlock(&free_lock);
+}
+
+/* ---- rmlock overflow holds (kli_thread.rm_ovf) ---------------------------------------- */
+
+bool kli_thread_ovf_push(struct kli_thread *t, uintptr_t lock)
+{
+	if (t->rm_ovf_n == t->rm_ovf_cap) {
+		uint32_t cap = t->rm_ovf_cap != 0 ? 2 * t->rm_ovf_cap : OVF_MIN;
+		uintptr_t *a = mmap(NULL, cap * sizeof(*a), PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (a == MAP_FAILED)
+			return false;
+		if (t->rm_ovf != NULL) {
+			memcpy(a, t->rm_ovf, t->rm_ovf_n * sizeof(*a));
+			munmap(t->rm_ovf, t->rm_ovf_cap * sizeof(*a));
+		}
+		t->rm_ovf = a;
+		t->rm_ovf_cap = cap;
+	}
+	t->rm_ovf[t->rm_ovf_n++] = lock;
+	return true;
+}
+
+void kli_thread_ovf_drop(struct kli_thread *t, uintptr_t lock)
+{
+	for (uint32_t i = t->rm_ovf_n; i-- > 0;) {
+		if (t->rm_ovf[i] == lock) {
+			t->rm_ovf[i] = t->rm_ovf[--t->rm_ovf_n];
+			return;
+		}
+	}
+}
+
+uintptr_t kli_thread_ovf_any(const struct kli_thread *t)
+{
+	return t->rm_ovf_n != 0 ? t->rm_ovf[t->rm_ovf_n - 1] : 0;
 }

@@ -38,6 +38,7 @@
 #ifndef KL_THREAD_H
 #define KL_THREAD_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include <klock/rmlock.h>
@@ -93,6 +94,12 @@ struct kli_thread {
 	                                 * for; read by the unparker under the bucket lock */
 	uint32_t rdm_pcpu_n;            /* debug builds: pcpu_rwsem read holds outstanding */
 	const void *rdm_pcpu[KLI_RDM_TRACK]; /* debug builds: which (the first KLI_RDM_TRACK) */
+	/* rmlock read holds past the KL_RM_SLOTS slots (counted in the lock's ovf word): one
+	 * entry per hold, so the exit path can drop them too. An mmap()ed array that grows,
+	 * kept with the record; written by this thread, or by a writer admitting it while it
+	 * is parked (kli_thread_ovf_*() in thread.c). */
+	uintptr_t *rm_ovf;
+	uint32_t rm_ovf_n, rm_ovf_cap;
 	/* rmlock read holds (klock/rmlock.h). Its own KL_ARCH_PAD-aligned block, last in the
 	 * record: only this thread writes it (and a writer admitting it while it is parked),
 	 * writers scanning for readers only read it. */
@@ -147,6 +154,19 @@ struct kli_thread *kli_thread_first(void);
 
 /* Records ever allocated: an upper bound on kli_thread.index + 1. */
 unsigned kli_thread_count(void);
+
+/* rmlock overflow holds of @t (see kli_thread.rm_ovf): note one of @lock (false: no
+ * memory to note it, the hold then survives the thread's exit), forget one of @lock, name
+ * any one still noted (0 when none is: the exit path drops them one by one). */
+bool kli_thread_ovf_push(struct kli_thread *t, uintptr_t lock);
+/* The record an rmlock reader block belongs to (a kl_rm_reader other than the shared
+ * dummy is always kli_thread.rm). */
+static inline struct kli_thread *kli_thread_of_rm(struct kl_rm_reader *r)
+{
+	return (struct kli_thread *)(void *)((char *)r - offsetof(struct kli_thread, rm));
+}
+void kli_thread_ovf_drop(struct kli_thread *t, uintptr_t lock);
+uintptr_t kli_thread_ovf_any(const struct kli_thread *t);
 
 /* Called in a thread's exit path, before its record is recycled, for every subsystem that
  * registered (witness: locks held at exit; lockstat: flush). Register at init time. */

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <klock/mutex.h>
+#include <klock/pcpu_rwsem.h>
+#include <klock/rmlock.h>
 #include "kltest.h"
 #include "thread.h"
 
@@ -227,6 +229,74 @@ static void test_thread_first_lock_succeeds_with_address_space_exhausted(void **
 	munmap(c, sizeof(*c));
 }
 
+/* ---- read holds at thread exit (issue 13 item 16) --------------------------------------- */
+
+/* rmlocks one thread read-holds at once: two more than its slots, so two holds overflow. */
+#define EXIT_RMLOCKS (KL_RM_SLOTS + 2)
+
+static struct kl_rmlock exit_rm[EXIT_RMLOCKS];
+
+static void *read_all_and_exit(void *arg)
+{
+	static struct kl_rm_tracker tr[EXIT_RMLOCKS];
+
+	(void)arg;
+	for (int i = 0; i < EXIT_RMLOCKS; i++)
+		kl_rmlock_read_lock(&exit_rm[i], &tr[i]);
+	return NULL; /* exits holding them all */
+}
+
+/* The header promises that a thread's read holds are dropped when it exits: the holds
+ * past KL_RM_SLOTS (kept in the locks' overflow counts) too, or their writers would wait
+ * for ever. */
+static void test_thread_exit_drops_rmlock_read_holds_past_the_slots(void **state)
+{
+	unsigned long n0 = kli_report_count();
+	pthread_t t;
+
+	KLT_SKIP_IF_WITNESS(); /* witness reports the exit with locks held (abort in CI) */
+	setenv("KLOCK_ON_ERROR", "warn", 1); /* debug builds report each dropped hold */
+	for (int i = 0; i < EXIT_RMLOCKS; i++)
+		assert_int_equal(kl_rmlock_init(&exit_rm[i], 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, read_all_and_exit, NULL), 0);
+	pthread_join(t, NULL);
+	for (int i = 0; i < EXIT_RMLOCKS; i++) {
+		if (!kl_rmlock_write_trylock(&exit_rm[i]))
+			fail_msg("rmlock %d of %d is still read-held after its reader exited", i + 1,
+				 EXIT_RMLOCKS);
+		kl_rmlock_write_unlock(&exit_rm[i]);
+		assert_int_equal(kl_rmlock_destroy(&exit_rm[i]), 0);
+	}
+	assert_int_equal(kli_report_count() - n0, KLOCK_DEBUG_LOCKS ? EXIT_RMLOCKS : 0);
+}
+
+static struct kl_pcpu_rwsem exit_sem;
+
+static void *pcpu_read_and_exit(void *arg)
+{
+	(void)arg;
+	kl_pcpu_rwsem_read_lock(&exit_sem);
+	return NULL; /* exits inside the read section */
+}
+
+/* A kl_pcpu_rwsem read hold is a per-CPU count that cannot be dropped at exit (writers
+ * then wait for ever: documented); debug builds say so when the thread exits. */
+static void test_thread_exit_inside_a_pcpu_rwsem_read_section_is_reported(void **state)
+{
+	unsigned long n0 = kli_report_count();
+	pthread_t t;
+
+	if (!KLOCK_DEBUG_LOCKS)
+		skip(); /* only debug builds track a thread's pcpu_rwsem read holds */
+	KLT_SKIP_IF_WITNESS();
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	assert_int_equal(kl_pcpu_rwsem_init(&exit_sem), 0);
+	assert_int_equal(pthread_create(&t, NULL, pcpu_read_and_exit, NULL), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(kli_report_count() - n0, 1);
+	/* The semaphore stays read-held for ever; it is left undestroyed. */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -235,6 +305,8 @@ int main(void)
 		cmocka_unit_test(test_thread_registry_scan_survives_churn),
 		cmocka_unit_test(test_thread_exit_hook_sees_the_exiting_record),
 		cmocka_unit_test(test_thread_first_lock_succeeds_with_address_space_exhausted),
+		cmocka_unit_test(test_thread_exit_drops_rmlock_read_holds_past_the_slots),
+		cmocka_unit_test(test_thread_exit_inside_a_pcpu_rwsem_read_section_is_reported),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
