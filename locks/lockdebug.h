@@ -2,8 +2,9 @@
 /*
  * locks/lockdebug.h - owner tracking for locks whose state word cannot name the owner
  * (the ticket and MCS spinlocks), compiled only into debug builds (-Ddebug_locks=true,
- * KLOCK_DEBUG_LOCKS). Such a lock gets a `holder` word: 0 when free, the holder's thread
- * record while held, KLI_DBG_POISON after destroy. Each check reports through kli_report()
+ * KLOCK_DEBUG_LOCKS). Such a lock gets a `holder` word: 0 when free, the holder's owner
+ * id while held (locks/thread.h: never reused, so a lock left held by a thread that
+ * exited is nobody's), KLI_DBG_POISON after destroy. Each check reports through kli_report()
  * (naming the lock and the caller) and returns false, and the caller then skips the
  * operation, so a warn-mode run (KLOCK_ON_ERROR=warn) neither corrupts nor deadlocks.
  * Locks whose word names the owner (mutex, rwlock) detect the same misuse on their slow
@@ -17,7 +18,7 @@
 
 #if KLOCK_DEBUG_LOCKS
 
-/* Not a thread record (records are 128-byte aligned). */
+/* Not an owner id (ids are multiples of KLI_OWNER_STEP). */
 #define KLI_DBG_POISON ((uintptr_t)0xdeadbeefu)
 
 static inline bool kli_dbg_report(const char *what, const void *lock, enum kli_kind kind,
@@ -35,7 +36,7 @@ static inline bool kli_dbg_lock_ok(_Atomic uintptr_t *holder, const void *lock,
 
 	if (h == KLI_DBG_POISON)
 		return kli_dbg_report("use after destroy", lock, kind, site);
-	if (h == (uintptr_t)kli_self())
+	if (h == kli_owner())
 		return kli_dbg_report("relock of a held non-recursive lock", lock, kind, site);
 	return true;
 }
@@ -43,7 +44,7 @@ static inline bool kli_dbg_lock_ok(_Atomic uintptr_t *holder, const void *lock,
 /* After acquiring (we hold the lock: a plain relaxed store is enough). */
 static inline void kli_dbg_locked(_Atomic uintptr_t *holder)
 {
-	atomic_store_explicit(holder, (uintptr_t)kli_self(), memory_order_relaxed);
+	atomic_store_explicit(holder, kli_owner(), memory_order_relaxed);
 }
 
 /* Before releasing: held, and by us. Clears the holder. */
@@ -57,7 +58,7 @@ static inline bool kli_dbg_unlock_ok(_Atomic uintptr_t *holder, const void *lock
 	if (h == 0)
 		return kli_dbg_report("unlock of a lock not held (double unlock?)", lock, kind,
 				      site);
-	if (h != (uintptr_t)kli_self())
+	if (h != kli_owner())
 		return kli_dbg_report("unlock by a thread that does not own the lock", lock,
 				      kind, site);
 	atomic_store_explicit(holder, 0, memory_order_relaxed);

@@ -10,8 +10,12 @@
  * progress, then park. Userspace has no "is the owner on a CPU" test (the rseq
  * sched_state RFC is unmerged): "the lock is still moving" stands in for it.
  *
- * State word `owner` (uintptr_t; thread records are 128-byte aligned, bits 0-6 are flags):
- *   bits 7..63  owner: the holder's struct kli_thread, or 0 when nobody holds it
+ * State word `owner` (uintptr_t; owner ids are multiples of 128, bits 0-6 are flags):
+ *   bits 7..63  owner: the holder's owner id (kli_tls_owner, locks/thread.h), or 0 when
+ *               nobody holds it. An id, not the thread record: records are recycled, ids
+ *               never, so a mutex left locked by a thread that exited stays locked and
+ *               owned by nobody alive (no later thread passes the owner checks: lock
+ *               waits, timedlock times out, unlock is "not owner", owned() is false).
  *   bit 0  PARKED     threads sleep on the mutex's park key, or are about to; unlock must
  *                     take the slow path and unpark one. Set by a parker under the bucket
  *                     lock (validate), cleared by the unparker under the same lock when
@@ -56,6 +60,13 @@
  *   P2  acquire fence in the unlock slow path after it saw PARKED, before it locks the
  *       bucket: the parker's bucket lock and enqueue happen-before our bucket lock, so
  *       kli_unpark_one() finds the sleeper. Relaxed alone would not promise that.
+ *
+ * Owner ids cost the fast paths nothing: they are read from TLS where the record pointer
+ * was (the slow paths, which need the record for the spin queue and the parking lot, read
+ * both). The alternative - a per-thread count of held locks, so that the record of a
+ * thread that exits holding one is never recycled - adds a read-modify-write to every
+ * uncontended lock and unlock and must be kept exact on hand-off, kl_cond's requeue and
+ * the interposer's recursive paths (thread.h has the full argument).
  *
  * Pros: one word of state; uncontended cost of a plain spinlock; no system call unless
  * someone really sleeps; herd-free (one wake per unlock); bounded unfairness both ways.
@@ -114,7 +125,7 @@ static KL_COLD KL_NOINLINE void mtx_report_unlock(const struct kl_mutex *m, uint
 {
 	if (v & KLI_MTX_DESTROYED)
 		mtx_report(m, "use after destroy", site);
-	else if (kli_mtx_owner(v) == NULL)
+	else if (kli_mtx_owner(v) == 0)
 		mtx_report(m, "unlock of a lock not held (double unlock?)", site);
 	else
 		mtx_report(m, "unlock by a thread that does not own the lock", site);
@@ -122,13 +133,12 @@ static KL_COLD KL_NOINLINE void mtx_report_unlock(const struct kl_mutex *m, uint
 
 /* Takes the free mutex whose word is *v (owner 0, not destroyed), keeping PARKED, and
  * SPINNER unless the caller is the spinner. On failure *v is the word's new value. */
-static inline bool mtx_take(struct kl_mutex *m, uintptr_t *v, struct kli_thread *self,
-			    bool spinner)
+static inline bool mtx_take(struct kl_mutex *m, uintptr_t *v, kli_owner_t me, bool spinner)
 {
 	uintptr_t keep = KLI_MTX_PARKED | (spinner ? 0 : KLI_MTX_SPINNER);
 
 	/* M1 (slow path): acquire, pairs with M2. */
-	return atomic_compare_exchange_weak_explicit(&m->owner, v, (uintptr_t)self | (*v & keep),
+	return atomic_compare_exchange_weak_explicit(&m->owner, v, me | (*v & keep),
 						     memory_order_acquire, memory_order_relaxed);
 }
 
@@ -146,7 +156,7 @@ static inline void mtx_count_pass(struct kl_mutex *m, uintptr_t v)
  * the lock. Returns 0 if we took it after all (the spinner never came: it is preempted),
  * EAGAIN when the spinner (or anyone) took it.
  */
-static int mtx_polite(struct kl_mutex *m, struct kli_thread *self)
+static int mtx_polite(struct kl_mutex *m, kli_owner_t me)
 {
 	struct kli_spin s;
 	uintptr_t v;
@@ -154,11 +164,11 @@ static int mtx_polite(struct kl_mutex *m, struct kli_thread *self)
 	kli_spin_start(&s, MTX_POLITE_NS);
 	do {
 		v = atomic_load_explicit(&m->owner, memory_order_relaxed);
-		if (kli_mtx_owner(v) != NULL || !(v & KLI_MTX_SPINNER))
+		if (kli_mtx_owner(v) != 0 || !(v & KLI_MTX_SPINNER))
 			return EAGAIN;
 	} while (kli_spin_poll(&s));
-	while (kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
-		if (mtx_take(m, &v, self, false)) {
+	while (kli_mtx_owner(v) == 0 && !(v & KLI_MTX_DESTROYED)) {
+		if (mtx_take(m, &v, me, false)) {
 			atomic_store_explicit(&m->passes, (uint32_t)-MTX_PASS_CREDIT,
 					      memory_order_relaxed);
 			return 0;
@@ -169,21 +179,21 @@ static int mtx_polite(struct kl_mutex *m, struct kli_thread *self)
 
 /* One attempt to take @m without waiting: 0 (taken), EAGAIN (held), EDEADLK (by us),
  * EINVAL (destroyed). */
-static int mtx_try(struct kl_mutex *m, struct kli_thread *self)
+static int mtx_try(struct kl_mutex *m, kli_owner_t me)
 {
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
 
 	for (;;) {
 		if (v & KLI_MTX_DESTROYED)
 			return EINVAL;
-		if (kli_mtx_owner(v) == self)
+		if (kli_mtx_owner(v) == me)
 			return EDEADLK;
-		if (kli_mtx_owner(v) != NULL)
+		if (kli_mtx_owner(v) != 0)
 			return EAGAIN;
 		if ((v & KLI_MTX_SPINNER) &&
 		    (int32_t)atomic_load_explicit(&m->passes, memory_order_relaxed) >= MTX_PASS_MAX)
-			return mtx_polite(m, self);
-		if (mtx_take(m, &v, self, false)) {
+			return mtx_polite(m, me);
+		if (mtx_take(m, &v, me, false)) {
 			mtx_count_pass(m, v);
 			return 0;
 		}
@@ -191,13 +201,13 @@ static int mtx_try(struct kl_mutex *m, struct kli_thread *self)
 }
 
 /* The spinner leaves: clear SPINNER, or take the lock if it is free meanwhile. */
-static bool mtx_unspin(struct kl_mutex *m, struct kli_thread *self)
+static bool mtx_unspin(struct kl_mutex *m, kli_owner_t me)
 {
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
 
 	while (v & KLI_MTX_SPINNER) {
-		if (kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
-			if (mtx_take(m, &v, self, true))
+		if (kli_mtx_owner(v) == 0 && !(v & KLI_MTX_DESTROYED)) {
+			if (mtx_take(m, &v, me, true))
 				return true;
 		} else if (atomic_compare_exchange_weak_explicit(&m->owner, &v,
 								 v & ~KLI_MTX_SPINNER,
@@ -251,7 +261,7 @@ static bool mtx_pace(struct mtx_pace *p, const struct kli_spin *s)
  * userspace stand-in for Linux's "spin while the owner is on a CPU". A holder that is
  * preempted or in a long section makes no progress, and we go to sleep.
  */
-static bool mtx_poll(struct kl_mutex *m, struct kli_thread *self, struct kli_spin *s,
+static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 		     uint64_t budget_ns)
 {
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed), seen = v;
@@ -262,8 +272,8 @@ static bool mtx_poll(struct kl_mutex *m, struct kli_thread *self, struct kli_spi
 	for (;;) {
 		if (v & KLI_MTX_DESTROYED)
 			return false;
-		if (kli_mtx_owner(v) == NULL) {
-			if (mtx_take(m, &v, self, true))
+		if (kli_mtx_owner(v) == 0) {
+			if (mtx_take(m, &v, me, true))
 				return true;
 			continue;
 		}
@@ -276,7 +286,7 @@ static bool mtx_poll(struct kl_mutex *m, struct kli_thread *self, struct kli_spi
 			continue;
 		}
 		if (!mtx_pace(&pace, s))
-			return mtx_unspin(m, self);
+			return mtx_unspin(m, me);
 		v = atomic_load_explicit(&m->owner, memory_order_relaxed);
 		p = atomic_load_explicit(&m->passes, memory_order_relaxed);
 		if (kli_mtx_owner(v) != kli_mtx_owner(seen) || p != passes) {
@@ -300,7 +310,7 @@ static bool mtx_spin(struct kl_mutex *m, struct kli_thread *self, struct kli_wai
 	kli_wait_spin(w);
 	kli_spin_start(&s, budget);
 	if (kli_osq_lock(&m->spinq, self, &s)) {
-		got = mtx_poll(m, self, &s, budget);
+		got = mtx_poll(m, self->owner, &s, budget);
 		if (got)
 			atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
 		/* Learn the last stretch without progress (what the budget bounds). spin_ns has
@@ -320,7 +330,7 @@ static bool mtx_validate(void *arg)
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
 
 	for (;;) {
-		if ((v & KLI_MTX_DESTROYED) || kli_mtx_owner(v) == NULL)
+		if ((v & KLI_MTX_DESTROYED) || kli_mtx_owner(v) == 0)
 			return false; /* free (or gone): go back and try again */
 		if (v & KLI_MTX_PARKED)
 			return true;
@@ -377,7 +387,7 @@ static KL_NOINLINE int mtx_lock_slow(struct kl_mutex *m, struct kli_thread *self
 
 	kli_wait_begin(&w);
 	for (;;) {
-		err = mtx_try(m, self);
+		err = mtx_try(m, self->owner);
 		if (err != EAGAIN)
 			break;
 		if (mtx_spin(m, self, &w)) {
@@ -396,17 +406,17 @@ static KL_NOINLINE int mtx_lock_slow(struct kl_mutex *m, struct kli_thread *self
 static KL_ALWAYS_INLINE int mtx_lock(struct kl_mutex *m, const struct timespec *abstime,
 				     const void *site)
 {
-	struct kli_thread *self = kli_self();
+	kli_owner_t me = kli_owner();
 	unsigned flags = abstime != NULL ? KLI_HF_TRY : 0;
 	uintptr_t v = 0;
 	int err = 0;
 
 	kli_hook_acquire(m, MTX_KIND, flags, site);
 	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
-	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 								  memory_order_acquire,
 								  memory_order_relaxed)))
-		err = mtx_lock_slow(m, self, abstime, flags, site);
+		err = mtx_lock_slow(m, kli_self(), abstime, flags, site);
 	kli_hook_acquired(m, MTX_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
 }
@@ -423,7 +433,7 @@ static uintptr_t mtx_unpark_cb(const struct kli_unpark_result *r, void *arg)
 	do { /* only SPINNER can change under us (the spinner does not take this lock) */
 		nv = (v & KLI_MTX_SPINNER) | (r->more ? KLI_MTX_PARKED : 0);
 		if (handoff)
-			nv |= (uintptr_t)r->thread;
+			nv |= r->thread->owner;
 		/* M2 (slow path) / H1: release. */
 	} while (!atomic_compare_exchange_weak_explicit(&m->owner, &v, nv, memory_order_release,
 							memory_order_relaxed));
@@ -431,12 +441,12 @@ static uintptr_t mtx_unpark_cb(const struct kli_unpark_result *r, void *arg)
 }
 
 /* Contended unlock: PARKED or SPINNER is set, or the caller does not own @m. */
-static bool mtx_release_slow(struct kl_mutex *m, struct kli_thread *self, const void *site)
+static bool mtx_release_slow(struct kl_mutex *m, kli_owner_t me, const void *site)
 {
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
 
 	for (;;) {
-		if (self == NULL || kli_mtx_owner(v) != self || (v & KLI_MTX_DESTROYED)) {
+		if (me == 0 || kli_mtx_owner(v) != me || (v & KLI_MTX_DESTROYED)) {
 			mtx_report_unlock(m, v, site);
 			return false;
 		}
@@ -453,20 +463,19 @@ static bool mtx_release_slow(struct kl_mutex *m, struct kli_thread *self, const 
 	}
 }
 
-static KL_NOINLINE void mtx_unlock_slow(struct kl_mutex *m, struct kli_thread *self,
-					const void *site)
+static KL_NOINLINE void mtx_unlock_slow(struct kl_mutex *m, kli_owner_t me, const void *site)
 {
-	mtx_release_slow(m, self, site);
+	mtx_release_slow(m, me, site);
 	kli_hook_released(m, MTX_KIND, 0);
 }
 
-/* The unlock fast path: one CAS (M2). A thread without a record cannot own the mutex:
+/* The unlock fast path: one CAS (M2). A thread without an owner id cannot own the mutex:
  * its unlock goes to the slow path, which reports it. */
-static KL_ALWAYS_INLINE bool mtx_release_fast(struct kl_mutex *m, struct kli_thread *self)
+static KL_ALWAYS_INLINE bool mtx_release_fast(struct kl_mutex *m, kli_owner_t me)
 {
-	uintptr_t v = (uintptr_t)self;
+	uintptr_t v = me;
 
-	if (kl_unlikely(self == NULL))
+	if (kl_unlikely(me == 0))
 		return false;
 	/* M2: release, pairs with M1 in the next holder's lock. */
 	if (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, 0,
@@ -475,7 +484,7 @@ static KL_ALWAYS_INLINE bool mtx_release_fast(struct kl_mutex *m, struct kli_thr
 		return true;
 	/* A spinner polls (the duel): release, keeping SPINNER - still one more CAS, not a
 	 * slow-path call. */
-	return v == ((uintptr_t)self | KLI_MTX_SPINNER) &&
+	return v == (me | KLI_MTX_SPINNER) &&
 	       atomic_compare_exchange_strong_explicit(&m->owner, &v, KLI_MTX_SPINNER,
 						       memory_order_release, /* M2 */
 						       memory_order_relaxed);
@@ -508,16 +517,17 @@ int kl_mutex_destroy(struct kl_mutex *m)
 	return 0;
 }
 
-/* kl_mutex_lock() past its first CAS (or for a thread without a record yet: @self NULL). */
-static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, struct kli_thread *self,
+/* kl_mutex_lock() past its first CAS (or for a thread without an owner id yet: @me 0). */
+static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, kli_owner_t me,
 					  const void *site)
 {
+	struct kli_thread *self = kli_self();
 	uintptr_t v = 0;
 	int err = 0;
 
 	/* M1: acquire, pairs with M2 (a first use has not tried the fast path yet). */
-	if (self != NULL ||
-	    !atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)(self = kli_self()),
+	if (me != 0 ||
+	    !atomic_compare_exchange_strong_explicit(&m->owner, &v, self->owner,
 						     memory_order_acquire, memory_order_relaxed))
 		err = mtx_lock_slow(m, self, NULL, 0, site);
 	kli_hook_acquired(m, MTX_KIND, err != 0 ? KLI_HF_FAILED : 0, site);
@@ -532,15 +542,14 @@ static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, struct kli_thread
  * in the fast path's failure branch, so the uncontended path is unchanged and the duel
  * does not pay a slow-path call per acquisition.
  */
-static KL_ALWAYS_INLINE bool mtx_barge(struct kl_mutex *m, struct kli_thread *self, uintptr_t v)
+static KL_ALWAYS_INLINE bool mtx_barge(struct kl_mutex *m, kli_owner_t me, uintptr_t v)
 {
 	uint32_t p = atomic_load_explicit(&m->passes, memory_order_relaxed);
 
 	if (v != KLI_MTX_SPINNER || (int32_t)p >= MTX_PASS_MAX)
 		return false;
 	/* M1: acquire, pairs with M2. */
-	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v,
-						     (uintptr_t)self | KLI_MTX_SPINNER,
+	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, me | KLI_MTX_SPINNER,
 						     memory_order_acquire, memory_order_relaxed))
 		return false;
 	atomic_store_explicit(&m->passes, p + 1, memory_order_relaxed); /* we own it now */
@@ -550,34 +559,34 @@ static KL_ALWAYS_INLINE bool mtx_barge(struct kl_mutex *m, struct kli_thread *se
 /* The hottest path in the library: a leaf with one CAS (M1); the rest tail-calls. */
 void kl_mutex_lock(struct kl_mutex *m)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 	uintptr_t v = 0;
 
 	kli_hook_acquire(m, MTX_KIND, 0, KLI_SITE());
 	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
-	if (kl_likely(self != NULL) &&
-	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	if (kl_likely(me != 0) &&
+	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 							       memory_order_acquire,
 							       memory_order_relaxed)) ||
-	     mtx_barge(m, self, v))) {
+	     mtx_barge(m, me, v))) {
 		kli_hook_acquired(m, MTX_KIND, 0, KLI_SITE());
 		return;
 	}
-	mtx_lock_contended(m, self, KLI_SITE());
+	mtx_lock_contended(m, me, KLI_SITE());
 }
 
 bool kl_mutex_trylock(struct kl_mutex *m)
 {
-	struct kli_thread *self = kli_self();
+	kli_owner_t me = kli_owner();
 	uintptr_t v = 0;
 	bool ok;
 
 	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, KLI_SITE());
 	/* M1: acquire, pairs with M2. */
-	ok = atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	ok = atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 						     memory_order_acquire, memory_order_relaxed);
-	while (!ok && kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
-		ok = mtx_take(m, &v, self, false); /* free but flagged: trylock may barge */
+	while (!ok && kli_mtx_owner(v) == 0 && !(v & KLI_MTX_DESTROYED)) {
+		ok = mtx_take(m, &v, me, false); /* free but flagged: trylock may barge */
 		if (ok)
 			mtx_count_pass(m, v);
 	}
@@ -597,7 +606,7 @@ static KL_NOINLINE int mtx_timedlock_contended(struct kl_mutex *m,
 	int err = 0;
 
 	/* M1: acquire, pairs with M2 (a first use has not tried the fast path yet). */
-	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, self->owner,
 						     memory_order_acquire, memory_order_relaxed))
 		err = mtx_lock_slow(m, self, abstime, KLI_HF_TRY, site);
 	kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0), site);
@@ -609,15 +618,15 @@ static KL_NOINLINE int mtx_timedlock_contended(struct kl_mutex *m,
 
 int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 	uintptr_t v = 0;
 
 	if (!kli_timespec_valid(abstime))
 		return EINVAL;
 	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, KLI_SITE());
 	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
-	if (kl_likely(self != NULL) &&
-	    kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	if (kl_likely(me != 0) &&
+	    kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 							      memory_order_acquire,
 							      memory_order_relaxed))) {
 		kli_hook_acquired(m, MTX_KIND, KLI_HF_TRY, KLI_SITE());
@@ -628,22 +637,21 @@ int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
 
 void kl_mutex_unlock(struct kl_mutex *m)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 
 	kli_hook_release(m, MTX_KIND, 0, KLI_SITE());
-	if (mtx_release_fast(m, self)) {
+	if (mtx_release_fast(m, me)) {
 		kli_hook_released(m, MTX_KIND, 0);
 		return;
 	}
-	mtx_unlock_slow(m, self, KLI_SITE());
+	mtx_unlock_slow(m, me, KLI_SITE());
 }
 
 bool kl_mutex_owned(const struct kl_mutex *m)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 
-	return self != NULL &&
-	       kli_mtx_owner(atomic_load_explicit(&m->owner, memory_order_relaxed)) == self;
+	return me != 0 && kli_mtx_owner(atomic_load_explicit(&m->owner, memory_order_relaxed)) == me;
 }
 
 /* ---- for kl_cond ------------------------------------------------------------------------ */
@@ -655,13 +663,13 @@ int kli_mutex_lock_at(struct kl_mutex *m, const struct timespec *abstime, const 
 
 void kli_mutex_unlock_at(struct kl_mutex *m, const void *site)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 
 	kli_hook_release(m, MTX_KIND, 0, site);
-	if (mtx_release_fast(m, self))
+	if (mtx_release_fast(m, me))
 		kli_hook_released(m, MTX_KIND, 0);
 	else
-		mtx_unlock_slow(m, self, site);
+		mtx_unlock_slow(m, me, site);
 }
 
 /* ---- for kl_hashlock --------------------------------------------------------------------- */
@@ -675,20 +683,20 @@ void kli_mutex_unlock_at(struct kl_mutex *m, const void *site)
  */
 void kli_mutex_lock_from(struct kl_mutex *m, const void *site)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 	uintptr_t v = 0;
 
 	kli_hook_acquire(m, MTX_KIND, 0, site);
 	/* M1: acquire, pairs with M2 in the previous holder's unlock. */
-	if (kl_likely(self != NULL) &&
-	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	if (kl_likely(me != 0) &&
+	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 							       memory_order_acquire,
 							       memory_order_relaxed)) ||
-	     mtx_barge(m, self, v))) {
+	     mtx_barge(m, me, v))) {
 		kli_hook_acquired(m, MTX_KIND, 0, site);
 		return;
 	}
-	mtx_lock_contended(m, self, site);
+	mtx_lock_contended(m, me, site);
 }
 
 /*
@@ -698,16 +706,16 @@ void kli_mutex_lock_from(struct kl_mutex *m, const void *site)
  */
 bool kli_mutex_trylock_at(struct kl_mutex *m, const void *site)
 {
-	struct kli_thread *self = kli_self();
+	kli_owner_t me = kli_owner();
 	uintptr_t v = 0;
 	bool ok;
 
 	kli_hook_acquire(m, MTX_KIND, KLI_HF_TRY, site);
 	/* M1: acquire, pairs with M2. */
-	ok = atomic_compare_exchange_strong_explicit(&m->owner, &v, (uintptr_t)self,
+	ok = atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 						     memory_order_acquire, memory_order_relaxed);
-	while (!ok && kli_mtx_owner(v) == NULL && !(v & KLI_MTX_DESTROYED)) {
-		ok = mtx_take(m, &v, self, false); /* free but flagged: trylock may barge */
+	while (!ok && kli_mtx_owner(v) == 0 && !(v & KLI_MTX_DESTROYED)) {
+		ok = mtx_take(m, &v, me, false); /* free but flagged: trylock may barge */
 		if (ok && (v & KLI_MTX_SPINNER)) /* mtx_count_pass(), spelt out: a second
 						  * caller would make gcc outline it */
 			atomic_store_explicit(&m->passes,

@@ -11,21 +11,22 @@
 #include "kl_internal.h"
 #include "thread.h"
 
-/* State word bits (owner records are aligned to KL_ARCH_PAD >= 128: 7 low bits free). */
+/* State word bits (owner ids are multiples of KLI_OWNER_STEP: 7 low bits free). */
 #define KLI_MTX_PARKED 0x1ul    /* threads sleep (or are about to) on the mutex's park key */
 #define KLI_MTX_SPINNER 0x2ul   /* the spin queue's head is polling the word */
 #define KLI_MTX_DESTROYED 0x4ul /* kl_mutex_destroy() poisoned the word */
 #define KLI_MTX_FLAGS 0x7ful    /* every bit that is not owner */
 /* What kl_mutex_destroy() stores: a recognisable owner part plus the DESTROYED bit. */
-#define KLI_MTX_POISON ((uintptr_t)0xdead0000ul | KLI_MTX_DESTROYED)
+#define KLI_MTX_POISON (KLI_OWNER_POISON | KLI_MTX_DESTROYED)
 
 /* Park tokens an unlocker hands the waiter it wakes. */
 #define KLI_MTX_TOKEN_WAKE 0     /* the lock was released: compete for it again */
-#define KLI_MTX_TOKEN_HANDOFF 1  /* the lock is yours: the word already names you */
+#define KLI_MTX_TOKEN_HANDOFF 1  /* the lock is yours: the word already has your id */
 
-static inline struct kli_thread *kli_mtx_owner(uintptr_t v)
+/* The holder's owner id (thread.h), 0 when free. */
+static inline kli_owner_t kli_mtx_owner(uintptr_t v)
 {
-	return (struct kli_thread *)(v & ~KLI_MTX_FLAGS);
+	return v & ~KLI_MTX_FLAGS;
 }
 
 /* The parking-lot key the mutex's sleepers queue on (kl_cond requeues onto it). */

@@ -72,7 +72,10 @@
  *
  * LIMITS. Depth beyond KL_RM_SLOTS uses the shared overflow word (RMW + fence per read)
  * and cannot be admitted as a KL_RM_RECURSE re-entry. Not async-signal-safe. A thread that
- * exits holding a read lock has the hold dropped (debug builds report it). Records of all
+ * exits holding a read lock has the hold dropped (debug builds report it): slot holds from
+ * its slots, overflow holds from the list its record keeps of them (kli_thread.rm_ovf,
+ * noted in rm_push(), forgotten in rm_unpublish()); one taken when no memory was left to
+ * note it stays. Records of all
  * threads ever seen are scanned: a process that churned through thousands of threads
  * keeps a longer scan (records are recycled, so the count tracks peak concurrency).
  */
@@ -179,6 +182,7 @@ static uint32_t rm_push(struct kl_rm_reader *r, struct kl_rmlock *lk)
 		return d + 1;
 	}
 	atomic_fetch_add_explicit(&lk->ovf, 1, memory_order_seq_cst); /* O */
+	kli_thread_ovf_push(kli_thread_of_rm(r), (uintptr_t)lk); /* for rm_thread_exit() */
 	return 0;
 }
 
@@ -205,17 +209,20 @@ static void rm_unpublish(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t 
 			rm_wake_writer(lk, (uintptr_t)r);
 		return;
 	}
+	kli_thread_ovf_drop(kli_thread_of_rm(r), (uintptr_t)lk);
 	/* E + O: the RMW is a release and a full barrier. */
 	if (atomic_fetch_sub_explicit(&lk->ovf, 1, memory_order_seq_cst) == 1 &&
 	    (atomic_load_explicit(&lk->state, memory_order_seq_cst) & KL_RM_S_WSLEEP))
 		rm_wake_writer(lk, RM_WAIT_OVF);
 }
 
-/* A thread exits: drop whatever it still read-holds (a leak the debug build reports) so
- * writers do not wait for it for ever, and forget its record in the TLS pointer. */
+/* A thread exits: drop whatever it still read-holds, in its slots and in locks' overflow
+ * counts (a leak the debug build reports), so writers do not wait for it for ever, and
+ * forget its record in the TLS pointer. */
 static void rm_thread_exit(struct kli_thread *t)
 {
 	struct kl_rm_reader *r = &t->rm;
+	uintptr_t ovf;
 
 	for (uint32_t i = r->depth; i > 0; i--) {
 		struct kl_rmlock *lk = (struct kl_rmlock *)atomic_load_explicit(
@@ -228,6 +235,13 @@ static void rm_thread_exit(struct kli_thread *t)
 			   "the hold is dropped");
 #endif
 		rm_unpublish(lk, r, i);
+	}
+	while ((ovf = kli_thread_ovf_any(t)) != 0) { /* rm_unpublish() forgets it */
+#if KLOCK_DEBUG_LOCKS
+		kli_report("thread exit with a read lock held", "rmlock", (void *)ovf, NULL,
+			   "the hold is dropped");
+#endif
+		rm_unpublish((struct kl_rmlock *)ovf, r, 0);
 	}
 	r->depth = 0;
 	kl_rm_self = &rm_full;

@@ -11,7 +11,11 @@
  * it), which bounds reader starvation under writer preference (phase-fair).
  *
  * State word `word` (uintptr_t):
- *   bit 0  WRLOCK     write-held; bits 7..63 are then the writer's thread record
+ *   bit 0  WRLOCK     write-held; bits 7..63 are then the writer's owner id (a multiple
+ *                     of 128 naming one thread lifetime, locks/thread.h - not its record,
+ *                     which a later thread may reuse: a lock write-held by a thread that
+ *                     exited stays held by nobody alive, so no later thread may unlock,
+ *                     downgrade or wowned() it; the id costs the fast path nothing)
  *   bit 1  WRWANT     a writer waits - spinning (counted in wspin; FreeBSD's
  *                     WRITE_SPINNER) or asleep (counted in wwait): new readers defer, so
  *                     the readers inside drain. A hint for fairness only - every wake-up
@@ -21,7 +25,7 @@
  *   bits 3-6          always 0
  *   bits 7..63        reader count when WRLOCK is clear (RW_RD_ONE per reader)
  *   0 = free. Read fast path: CAS count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path:
- *   CAS 0 -> self|WRLOCK.
+ *   CAS 0 -> id|WRLOCK.
  * Side words: wwait (writers asleep or about to sleep), wspin (writers spinning), wseq
  * (writers' futex word, bumped per writer wake-up), rwait (low 32 bits: readers asleep or
  * about to; high 32 bits: read holds granted to them by a writer and not yet claimed), rseq
@@ -89,16 +93,17 @@
 /* Word bits that keep a new reader out. */
 #define RW_RD_BLOCK (RW_WRLOCK | RW_WRWANT | RW_DESTROYED)
 /* What kl_rwlock_destroy() stores. */
-#define RW_POISON ((uintptr_t)0xdead0000ul | RW_DESTROYED)
+#define RW_POISON (KLI_OWNER_POISON | RW_DESTROYED)
 /* rwait halves. */
 #define RW_SLEEPER 1ull
 #define RW_GRANT (1ull << 32)
 
 #define RW_KIND KLI_KIND_RWLOCK
 
-static inline struct kli_thread *rw_owner(uintptr_t v)
+/* The writer's owner id, 0 when not write-held. */
+static inline kli_owner_t rw_owner(uintptr_t v)
 {
-	return (v & RW_WRLOCK) ? (struct kli_thread *)(v & ~RW_FLAGS) : NULL;
+	return (v & RW_WRLOCK) ? v & ~RW_FLAGS : 0;
 }
 
 /* Writers waiting, spinning or asleep (relaxed: a hint for readers and for WRWANT). */
@@ -148,7 +153,7 @@ static void rw_wake_readers(struct kl_rwlock *rw)
  * look (S1). @bold: a realtime reader that outranks every blocked writer (XSH
  * pthread_rwlock_rdlock; kli_rwlock_read_lock_outranking()): it defers to a writer that
  * holds the lock, not to one that waits. */
-static int rw_read_try(struct kl_rwlock *rw, struct kli_thread *self, memory_order order,
+static int rw_read_try(struct kl_rwlock *rw, kli_owner_t self, memory_order order,
 		       bool bold)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, order);
@@ -254,7 +259,7 @@ static bool rw_read_blocked(const struct kl_rwlock *rw, uintptr_t v, bool bold)
 }
 
 /* Spins while a writer holds or waits for the lock. 0 once entered, or EAGAIN. */
-static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w,
+static int rw_read_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w,
 			bool bold)
 {
 	uint64_t t0 = kl_arch_cycles();
@@ -277,7 +282,7 @@ static int rw_read_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kl
 }
 
 /* Sleeps until entered, granted, timed out or misused. */
-static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w,
+static int rw_read_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w,
 			 const struct timespec *abstime, bool bold, const void *site)
 {
 	uint32_t seq;
@@ -310,7 +315,7 @@ static int rw_read_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct k
 static int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime, unsigned flags,
 			bool bold, const void *site)
 {
-	struct kli_thread *self = kli_self();
+	kli_owner_t self = kli_owner();
 	struct kli_wait w;
 	int err;
 
@@ -355,7 +360,7 @@ static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, bo
 /* ---- write side ------------------------------------------------------------------------ */
 
 /* One attempt to take it exclusive: 0, EAGAIN, EDEADLK, EINVAL. */
-static int rw_write_try(struct kl_rwlock *rw, struct kli_thread *self, memory_order order)
+static int rw_write_try(struct kl_rwlock *rw, kli_owner_t self, memory_order order)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, order);
 
@@ -366,7 +371,7 @@ static int rw_write_try(struct kl_rwlock *rw, struct kli_thread *self, memory_or
 			return rw_owner(v) == self ? EDEADLK : EAGAIN;
 		/* W1: acquire, pairs with W2 and R2. WRWANT stays for the other sleepers. */
 		if (atomic_compare_exchange_weak_explicit(&rw->word, &v,
-							  (uintptr_t)self | RW_WRLOCK | v,
+							  self | RW_WRLOCK | v,
 							  memory_order_acquire,
 							  memory_order_relaxed))
 			return 0;
@@ -375,7 +380,7 @@ static int rw_write_try(struct kl_rwlock *rw, struct kli_thread *self, memory_or
 
 /* Spins, counted in wspin and with WRWANT set so the readers inside drain (FreeBSD's
  * WRITE_SPINNER, counted as OpenBSD counts sleepers). 0 once taken, or EAGAIN. */
-static int rw_write_spin(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w)
+static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
 {
 	uint64_t t0 = kl_arch_cycles();
 	struct kli_spin s;
@@ -422,7 +427,7 @@ static void rw_writer_gave_up(struct kl_rwlock *rw, uint32_t writers_left)
 		rw_wake_readers(rw);
 }
 
-static int rw_write_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct kli_wait *w,
+static int rw_write_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w,
 			  const struct timespec *abstime)
 {
 	uint32_t seq, left;
@@ -455,7 +460,7 @@ static int rw_write_sleep(struct kl_rwlock *rw, struct kli_thread *self, struct 
 	return err;
 }
 
-static int rw_write_slow(struct kl_rwlock *rw, struct kli_thread *self,
+static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
 			 const struct timespec *abstime, unsigned flags, const void *site)
 {
 	struct kli_wait w;
@@ -472,12 +477,12 @@ static int rw_write_slow(struct kl_rwlock *rw, struct kli_thread *self,
 }
 
 /* The write fast path: CAS 0 -> self|WRLOCK (W1). */
-static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, struct kli_thread *self)
+static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, kli_owner_t self)
 {
 	uintptr_t v = 0;
 
 	/* W1: acquire, pairs with W2 and R2. */
-	return atomic_compare_exchange_strong_explicit(&rw->word, &v, (uintptr_t)self | RW_WRLOCK,
+	return atomic_compare_exchange_strong_explicit(&rw->word, &v, self | RW_WRLOCK,
 						       memory_order_acquire, memory_order_relaxed);
 }
 
@@ -533,12 +538,12 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
 	rw_wake_after(rw, n, holds + n);
 }
 
-static KL_NOINLINE void rw_write_unlock_slow(struct kl_rwlock *rw, struct kli_thread *self,
+static KL_NOINLINE void rw_write_unlock_slow(struct kl_rwlock *rw, kli_owner_t self,
 					     const void *site)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 
-	if (self == NULL || rw_owner(v) != self || (v & RW_DESTROYED))
+	if (self == 0 || rw_owner(v) != self || (v & RW_DESTROYED))
 		rw_report(rw, (v & RW_DESTROYED) ? "use after destroy"
 			      : (v & RW_WRLOCK) ? "unlock by a thread that does not own the lock"
 						: "write unlock of a lock not write-held", site);
@@ -616,7 +621,7 @@ bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
 	int err;
 
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY, site);
-	err = rw_read_try(rw, kli_self(), memory_order_relaxed, false);
+	err = rw_read_try(rw, kli_owner(), memory_order_relaxed, false);
 	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
 		rw_report(rw, rw_lock_misuse(err), site);
 	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0),
@@ -669,7 +674,7 @@ void kl_rwlock_read_unlock(struct kl_rwlock *rw)
 
 static KL_NOINLINE void rw_write_lock_contended(struct kl_rwlock *rw, const void *site)
 {
-	struct kli_thread *self = kli_self();
+	kli_owner_t self = kli_owner();
 	int err = 0;
 
 	if (!rw_write_fast(rw, self))
@@ -681,10 +686,10 @@ static KL_NOINLINE void rw_write_lock_contended(struct kl_rwlock *rw, const void
 
 void kl_rwlock_write_lock(struct kl_rwlock *rw)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t self = kli_tls_owner;
 
 	kli_hook_acquire(rw, RW_KIND, 0, KLI_SITE());
-	if (kl_likely(self != NULL) && kl_likely(rw_write_fast(rw, self))) {
+	if (kl_likely(self != 0) && kl_likely(rw_write_fast(rw, self))) {
 		kli_hook_acquired(rw, RW_KIND, 0, KLI_SITE());
 		return;
 	}
@@ -697,7 +702,7 @@ bool kl_rwlock_write_trylock(struct kl_rwlock *rw)
 	int err;
 
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_TRY, site);
-	err = rw_write_try(rw, kli_self(), memory_order_relaxed);
+	err = rw_write_try(rw, kli_owner(), memory_order_relaxed);
 	if (KLOCK_DEBUG_LOCKS && err == EINVAL)
 		rw_report(rw, rw_lock_misuse(err), site);
 	kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0), site);
@@ -709,7 +714,7 @@ static KL_NOINLINE int rw_write_timedlock_contended(struct kl_rwlock *rw,
 						    const struct timespec *abstime,
 						    const void *site)
 {
-	struct kli_thread *self = kli_self();
+	kli_owner_t self = kli_owner();
 	int err = 0;
 
 	if (!rw_write_fast(rw, self))
@@ -722,12 +727,12 @@ static KL_NOINLINE int rw_write_timedlock_contended(struct kl_rwlock *rw,
 
 int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *abstime)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t self = kli_tls_owner;
 
 	if (!kli_timespec_valid(abstime))
 		return EINVAL;
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_TRY, KLI_SITE());
-	if (kl_likely(self != NULL) && kl_likely(rw_write_fast(rw, self))) {
+	if (kl_likely(self != 0) && kl_likely(rw_write_fast(rw, self))) {
 		kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY, KLI_SITE());
 		return 0;
 	}
@@ -736,13 +741,13 @@ int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *absti
 
 void kl_rwlock_write_unlock(struct kl_rwlock *rw)
 {
-	struct kli_thread *self = kli_tls_self;
-	uintptr_t v = (uintptr_t)self | RW_WRLOCK;
+	kli_owner_t self = kli_tls_owner;
+	uintptr_t v = self | RW_WRLOCK;
 
 	kli_hook_release(rw, RW_KIND, 0, KLI_SITE());
 	/* W2: release (seq_cst: SB with S1/S2, then we read the counts). With sleepers we
 	 * take the slow path to hand the lock to the readers instead of releasing it. */
-	if (kl_unlikely(self == NULL) ||
+	if (kl_unlikely(self == 0) ||
 	    kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_relaxed) != 0) ||
 	    kl_unlikely(!atomic_compare_exchange_strong_explicit(&rw->word, &v, 0,
 								  memory_order_seq_cst,
@@ -761,7 +766,7 @@ void kl_rwlock_write_unlock(struct kl_rwlock *rw)
 void kl_rwlock_write_downgrade(struct kl_rwlock *rw)
 {
 	const void *site = KLI_SITE();
-	struct kli_thread *self = kli_self();
+	kli_owner_t self = kli_owner();
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 
 	if (rw_owner(v) != self || (v & RW_DESTROYED)) {
@@ -779,8 +784,8 @@ void kl_rwlock_write_downgrade(struct kl_rwlock *rw)
 
 bool kl_rwlock_wowned(const struct kl_rwlock *rw)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t self = kli_tls_owner;
 
-	return self != NULL &&
+	return self != 0 &&
 	       rw_owner(atomic_load_explicit(&rw->word, memory_order_relaxed)) == self;
 }

@@ -8,8 +8,29 @@
  * never freed, only reused by later threads, and they stay on the registry list for good.
  * So a scanner (an rmlock writer looking for readers, a lockstat report merging per-thread
  * buffers) may walk the list and read any record at any time while threads come and go;
- * it sees `live` false for a recycled record. The owner word of a mutex holds a record
- * pointer; records are aligned to KL_ARCH_PAD, so the low bits are free for flags.
+ * it sees `live` false for a recycled record.
+ *
+ * Owner identity. A lock that names its holder (kl_mutex's word, kl_rwlock's write owner,
+ * the interposer's ERRORCHECK/RECURSIVE holder, debug holders) stores the thread's OWNER
+ * ID (kli_tls_owner), not its record pointer: records are recycled, so a record pointer
+ * left in a lock by a thread that exited holding it would make the record's next thread
+ * its owner (kl_mutex_owned true, unlock allowed). An owner id names one thread lifetime:
+ * a multiple of KLI_OWNER_STEP (bits 0-6 stay free for the lock words' flags), taken from
+ * a global counter when the thread first attaches and never handed out again (2^57 ids
+ * on 64-bit; on a 32-bit target the counter wraps after 2^25 thread lifetimes). A thread
+ * keeps its id through its exit destructors, so a lock it took before its record was
+ * recycled is still its own if a later destructor unlocks it. The live record carries
+ * the id too (kli_thread.owner: a mutex unparker hands the lock to a wakee by writing the
+ * wakee's id). Nothing maps an id back to a record today (reports name the lock and the
+ * caller, not the holder); a report that wants the holder finds it by scanning the
+ * registry for `owner`.
+ *
+ * Why an id rather than keeping records of threads that exit holding locks out of reuse
+ * (as fork's are, thread.c): that needs a per-thread count of owner-locks held, an
+ * increment and a decrement on every uncontended lock/unlock and exact bookkeeping on
+ * every hand-off, requeue and recursive path; one missed path brings the bug back. The id
+ * costs nothing on a fast path: it is loaded from TLS exactly where the record pointer
+ * was, and compared the same way.
  *
  * Subsystems that need per-thread state keep it in this struct (one section each), so a
  * single scan sees everything and exit hooks find it in one place.
@@ -17,6 +38,7 @@
 #ifndef KL_THREAD_H
 #define KL_THREAD_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include <klock/rmlock.h>
@@ -56,6 +78,7 @@ struct kli_thread {
 	_Atomic bool live;              /* a running thread owns this record */
 	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
 	pid_t tid;                      /* kernel thread id of the current owner */
+	uintptr_t owner;                /* the current thread's owner id (kli_tls_owner) */
 
 	/* -- witness (locks/witness.c, -Dwitness=true only): the held-lock stack, allocated
 	 *    on the thread's first acquisition and kept with the record when it is recycled
@@ -71,6 +94,12 @@ struct kli_thread {
 	                                 * for; read by the unparker under the bucket lock */
 	uint32_t rdm_pcpu_n;            /* debug builds: pcpu_rwsem read holds outstanding */
 	const void *rdm_pcpu[KLI_RDM_TRACK]; /* debug builds: which (the first KLI_RDM_TRACK) */
+	/* rmlock read holds past the KL_RM_SLOTS slots (counted in the lock's ovf word): one
+	 * entry per hold, so the exit path can drop them too. An mmap()ed array that grows,
+	 * kept with the record; written by this thread, or by a writer admitting it while it
+	 * is parked (kli_thread_ovf_*() in thread.c). */
+	uintptr_t *rm_ovf;
+	uint32_t rm_ovf_n, rm_ovf_cap;
 	/* rmlock read holds (klock/rmlock.h). Its own KL_ARCH_PAD-aligned block, last in the
 	 * record: only this thread writes it (and a writer admitting it while it is parked),
 	 * writers scanning for readers only read it. */
@@ -81,7 +110,22 @@ struct kli_thread {
 extern __thread struct kli_thread *kli_tls_self
 	__attribute__((tls_model("initial-exec")));
 
-/* Creates and registers the calling thread's record. Aborts only if memory runs out. */
+/* The calling thread's owner id (see the top), or 0 before its first kli_self()/
+ * kli_owner(). Kept (not cleared) when the thread's record is recycled at exit. */
+typedef uintptr_t kli_owner_t;
+extern __thread kli_owner_t kli_tls_owner __attribute__((tls_model("initial-exec")));
+/* Owner ids are multiples of this: lock words keep bits 0-6 for flags. */
+#define KLI_OWNER_STEP ((uintptr_t)0x80u)
+/* The owner part the lock destroyers store (KLI_MTX_POISON, RW_POISON): never an id. */
+#define KLI_OWNER_POISON ((uintptr_t)0xdead0000ul)
+
+/* Records per mmap()ed slab, and records in static storage for when mmap() fails. */
+#define KLI_THREAD_SLAB 64
+#define KLI_THREAD_RESERVE 64
+
+/* Creates and registers the calling thread's record. Never allocates with malloc() and
+ * never calls kli_init() (thread.c). Out of memory and reserve: the interposer waits for
+ * a record, the native library aborts with a message. */
 struct kli_thread *kli_thread_attach(void);
 
 /* The calling thread's record, created on first use. */
@@ -94,12 +138,35 @@ static KL_ALWAYS_INLINE struct kli_thread *kli_self(void)
 	return kli_thread_attach();
 }
 
+/* The calling thread's owner id, attaching it on first use. */
+static KL_ALWAYS_INLINE kli_owner_t kli_owner(void)
+{
+	kli_owner_t o = kli_tls_owner;
+
+	if (kl_likely(o != 0))
+		return o;
+	return kli_thread_attach()->owner;
+}
+
 /* Head of the registry list (acquire: a record's fields are initialised before it is
  * published). Walk with t->all_next; records are never removed. */
 struct kli_thread *kli_thread_first(void);
 
 /* Records ever allocated: an upper bound on kli_thread.index + 1. */
 unsigned kli_thread_count(void);
+
+/* rmlock overflow holds of @t (see kli_thread.rm_ovf): note one of @lock (false: no
+ * memory to note it, the hold then survives the thread's exit), forget one of @lock, name
+ * any one still noted (0 when none is: the exit path drops them one by one). */
+bool kli_thread_ovf_push(struct kli_thread *t, uintptr_t lock);
+/* The record an rmlock reader block belongs to (a kl_rm_reader other than the shared
+ * dummy is always kli_thread.rm). */
+static inline struct kli_thread *kli_thread_of_rm(struct kl_rm_reader *r)
+{
+	return (struct kli_thread *)(void *)((char *)r - offsetof(struct kli_thread, rm));
+}
+void kli_thread_ovf_drop(struct kli_thread *t, uintptr_t lock);
+uintptr_t kli_thread_ovf_any(const struct kli_thread *t);
 
 /* Called in a thread's exit path, before its record is recycled, for every subsystem that
  * registered (witness: locks held at exit; lockstat: flush). Register at init time. */

@@ -45,7 +45,13 @@
  *
  * Limits. The seam does not tell a timed attempt from a trylock (both KLI_HF_TRY), so timed
  * attempts get no order or spin-context check. Classes: WIT_MAX_CLASSES (lockdep's 8191);
- * past that, new locks are not order-checked (one message says so). Read and write sides are
+ * past that, new locks are not order-checked (one message says so). A thread holding more
+ * than WIT_MAX_HELD locks at once: the extra ones are not tracked (one message says so) but
+ * counted (`untracked`), so releasing them is no "unlock of a lock not held". Out of memory
+ * (a lock record, a class's edge array, a thread's held stack): witness cannot go on
+ * without false reports (locks it cannot class would all look like one class) or missed
+ * ones (an edge it cannot store), so it prints once that checking stopped and turns itself
+ * off (wit_stop(): wit_mode becomes WIT_OFF for every thread). Read and write sides are
  * not told apart in the graph (as WITNESS): an rwlock read inside B and B inside its write
  * side is a reversal, and it is one - a waiting writer blocks new readers.
  */
@@ -140,6 +146,7 @@ struct kli_witness_thread {
 	bool ordered;             /* next acquisition: a group member in the group's order */
 	bool pending_ordered;     /* ... and the attempt in progress is one */
 	bool overflow_reported;
+	unsigned untracked;       /* acquisitions past WIT_MAX_HELD not yet released */
 	struct wit_held held[WIT_MAX_HELD];
 	struct {
 		const void *lock;
@@ -151,7 +158,7 @@ struct kli_witness_thread {
 	} pcache[WIT_PCACHE];
 };
 
-static enum wit_mode wit_mode = WIT_WARN;
+static _Atomic(enum wit_mode) wit_mode = WIT_WARN; /* WIT_OFF also after wit_stop() */
 static struct kli_wordlock wit_mutex = KLI_WORDLOCK_INIT;
 static _Atomic unsigned wit_zapgen;
 static _Atomic unsigned long wit_reports;
@@ -240,6 +247,25 @@ static void wb_begin(struct wbuf *b, const char *what)
 {
 	b->n = 0;
 	wb_printf(b, "klock: witness: %s", what);
+}
+
+/* Out of memory for @what: say so once, and stop checking (see the top). */
+static KL_COLD KL_NOINLINE void wit_stop(const char *what)
+{
+	static _Atomic bool said;
+	char msg[160];
+	int n;
+
+	if (atomic_exchange_explicit(&said, true, memory_order_relaxed))
+		return;
+	n = snprintf(msg, sizeof(msg), "klock: witness: out of memory for %s; lock-order "
+		     "checking stopped\n", what);
+	wit_mode = WIT_OFF;
+	if (n > 0 && (size_t)n >= sizeof(msg))
+		n = (int)sizeof(msg) - 1;
+	if (n > 0 && write(STDERR_FILENO, msg, (size_t)n) < 0) {
+		/* nothing better to do with a failing stderr */
+	}
 }
 
 /* True the first time a (kind, class a, class b) triple is reported. Under wit_mutex. */
@@ -467,8 +493,10 @@ static struct kli_witness_thread *wit_self(void)
 		return w;
 	w = calloc(1, sizeof(*w));
 	if (w == NULL) {
-		fputs("klock: witness: out of memory for a thread's held-lock stack\n", stderr);
-		abort();
+		static struct kli_witness_thread dummy; /* the calls in flight; then we are off */
+
+		wit_stop("a thread's held-lock stack");
+		return &dummy;
 	}
 	atomic_store_explicit(&t->witness, w, memory_order_release);
 	return w;
@@ -489,6 +517,8 @@ static struct wit_ref lookup(struct kli_witness_thread *w, const void *lock,
 	if (l != NULL)
 		r = lock_class(l, sub);
 	kli_wordlock_unlock(&wit_mutex);
+	if (l == NULL)
+		wit_stop("a lock record");
 	w->lcache[i].lock = lock;
 	w->lcache[i].sub = sub;
 	w->lcache[i].zapgen = zg;
@@ -576,8 +606,10 @@ static bool edges_reserve(struct wit_class *c)
 	if (c->nout < c->capout)
 		return true;
 	n = realloc(c->out, sizeof(*n) * (c->capout ? 2 * c->capout : 4));
-	if (n == NULL)
+	if (n == NULL) {
+		wit_stop("an order edge");
 		return false;
+	}
 	c->out = n;
 	c->capout = c->capout ? 2 * c->capout : 4;
 	return true;
@@ -783,6 +815,8 @@ void kli_witness_acquire(const void *lock, enum kli_kind kind, unsigned flags,
 	if ((flags & KLI_HF_TRY) || n == 0)
 		return;
 	b = lookup(w, lock, kind, flags, w->pending_sub);
+	if (wit_mode == WIT_OFF)
+		return; /* out of memory: b has no class (see the top) */
 	check_spin_context(w, n, b, lock, kind, flags, site);
 	for (unsigned i = 0; i < n; i++) {
 		const struct wit_held *h = &w->held[i];
@@ -808,6 +842,7 @@ void kli_witness_acquired(const void *lock, enum kli_kind kind, unsigned flags,
 	w = wit_self();
 	n = atomic_load_explicit(&w->nheld, memory_order_relaxed);
 	if (n == WIT_MAX_HELD) {
+		w->untracked++;
 		if (!w->overflow_reported) {
 			w->overflow_reported = true;
 			fprintf(stderr, "klock: witness: a thread holds more than %d locks; "
@@ -904,6 +939,10 @@ void kli_witness_release(const void *lock, enum kli_kind kind, unsigned flags,
 			held_remove(w, i);
 			return;
 		}
+	}
+	if (w->untracked > 0) { /* one taken past WIT_MAX_HELD, not tracked (see the top) */
+		w->untracked--;
+		return;
 	}
 	report_bad_unlock(lock, kind, site);
 }

@@ -94,7 +94,7 @@ struct klp_mutex {
 				struct kl_mcs mcs;
 				uint64_t pad[2];
 			} l;                      /* [0,16) */
-			/* ticket: the holder's thread record; mcs: the holder's node */
+			/* ticket: the holder's owner id; mcs: the holder's node */
 			_Atomic uintptr_t holder; /* [16,24) */
 		} fifo;
 	} u;

@@ -27,7 +27,19 @@
  * come from mmap, not malloc: a malloc that locks a pthread mutex would otherwise recurse
  * here. A thread holding more MCS mutexes at once than its pool has nodes takes spare
  * nodes from a shared free list. Nodes are never freed: an errorcheck lock may read the
- * holder's node (its owner) while the holder unlocks.
+ * holder's node (its owner) while the holder unlocks. Out of memory (mmap fails: RLIMIT_AS)
+ * a thread without a pool uses spare nodes, and spare nodes come from a reserve in static
+ * storage (KLP_MCS_RESERVE); when that is spent too the lock call waits for a node to be
+ * given back (lock has no ENOMEM to return), it never aborts.
+ *
+ * Holders. ERRORCHECK and RECURSIVE need "does the caller hold it": kl_mutex's word names
+ * its holder; the FIFO locks record one in `holder` - the holder's owner id (ticket) or
+ * its queue node, which carries the owner id of the acquisition (MCS). Owner ids, not
+ * thread records: records are recycled when threads exit, so a record pointer left by a
+ * thread that exited holding the mutex would make the record's next thread its owner
+ * (allowed to relock a RECURSIVE mutex, to unlock it, EDEADLK instead of ETIMEDOUT).
+ * An owner id names one thread lifetime (locks/thread.h), so such a mutex stays locked
+ * and owned by nobody alive, as in glibc: EPERM on unlock, ETIMEDOUT on timedlock.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +54,10 @@
 /* Pool directory: 2^(8+8) thread records. */
 #define POOL_DIR_PAGES 256u
 #define POOL_PAGE_SLOTS 256u
+/* Spare nodes in static storage, for when no memory can be mapped. */
+#define KLP_MCS_RESERVE 64
+/* Waiting for a spare node when even the reserve is spent: the pause between retries. */
+#define MCS_NODE_RETRY_NS 1000000l
 /* A FIFO mutex's timedlock polls trylock, sleeping this long at first ... */
 #define FIFO_POLL_MIN_NS 1000ll
 /* ... doubling up to this. */
@@ -51,7 +67,8 @@ struct klp_mcs_pool;
 
 struct klp_mcs_node {
 	struct kl_mcs_node n;
-	struct kli_thread *owner;   /* the record of the thread that took it */
+	_Atomic kli_owner_t owner;  /* the owner id of the acquisition holding it (read by
+	                             * other threads' ownership checks) */
 	struct klp_mcs_pool *pool;  /* NULL: a spare node (spare_head's list) */
 	struct klp_mcs_node *next;  /* spare list link */
 	uint32_t slot;
@@ -65,6 +82,8 @@ struct klp_mcs_pool {
 
 static struct klp_mcs_pool **_Atomic pool_dir[POOL_DIR_PAGES];
 static struct klp_mcs_node *spare_head;     /* under pool_lock */
+static struct klp_mcs_node spare_reserve[KLP_MCS_RESERVE];
+static unsigned spare_reserve_used;         /* under pool_lock */
 static struct kli_wordlock pool_lock = KLI_WORDLOCK_INIT;
 static __thread struct klp_mcs_pool *tls_pool __attribute__((tls_model("initial-exec")));
 
@@ -73,15 +92,12 @@ static inline struct klp_mutex *M(pthread_mutex_t *m)
 	return (struct klp_mutex *)(void *)m;
 }
 
+/* Zeroed memory, or NULL when none can be mapped. */
 static void *map_zeroed(size_t n)
 {
 	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (p == MAP_FAILED) {
-		klp_warn("out of memory for MCS queue nodes; aborting");
-		abort();
-	}
-	return p;
+	return p != MAP_FAILED ? p : NULL;
 }
 
 void klp_mutex_atfork_child(void)
@@ -95,12 +111,14 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 {
 	struct kli_thread *self = kli_self();
 	unsigned pg = (self->index / POOL_PAGE_SLOTS) % POOL_DIR_PAGES;
-	struct klp_mcs_pool **page, *p;
+	struct klp_mcs_pool **page, *p = NULL;
 
 	kli_wordlock_lock(&pool_lock);
 	page = atomic_load_explicit(&pool_dir[pg], memory_order_relaxed);
 	if (page == NULL) {
 		page = map_zeroed(POOL_PAGE_SLOTS * sizeof(*page));
+		if (page == NULL)
+			goto out; /* out of memory: spare nodes serve us (see the top) */
 		atomic_store_explicit(&pool_dir[pg], page, memory_order_relaxed);
 	}
 	p = page[self->index % POOL_PAGE_SLOTS];
@@ -108,32 +126,45 @@ static KL_NOINLINE struct klp_mcs_pool *mcs_pool_slow(void)
 		/* new, or (past 65536 records) a slot shared with another record: a pool of our
 		 * own, the old one stays with its users */
 		p = map_zeroed(sizeof(*p));
+		if (p == NULL)
+			goto out;
 		p->owner = self;
 		for (unsigned i = 0; i < KLP_MCS_POOL; i++) {
-			p->node[i].owner = self;
 			p->node[i].pool = p;
 			p->node[i].slot = i;
 		}
 		page[self->index % POOL_PAGE_SLOTS] = p;
 	}
+out:
 	kli_wordlock_unlock(&pool_lock);
 	tls_pool = p;
 	return p;
 }
 
 /* The pool is full: a spare node (from the list, or a new one). */
-static KL_NOINLINE struct klp_mcs_node *mcs_spare_get(struct kli_thread *owner)
+static KL_NOINLINE struct klp_mcs_node *mcs_spare_get(void)
 {
+	struct timespec nap = { 0, MCS_NODE_RETRY_NS };
 	struct klp_mcs_node *n;
 
-	kli_wordlock_lock(&pool_lock);
-	n = spare_head;
-	if (n != NULL)
-		spare_head = n->next;
-	kli_wordlock_unlock(&pool_lock);
-	if (n == NULL)
-		n = map_zeroed(sizeof(*n));
-	n->owner = owner;
+	for (;;) {
+		kli_wordlock_lock(&pool_lock);
+		n = spare_head;
+		if (n != NULL)
+			spare_head = n->next;
+		kli_wordlock_unlock(&pool_lock);
+		if (n == NULL)
+			n = map_zeroed(sizeof(*n));
+		if (n == NULL) {
+			kli_wordlock_lock(&pool_lock);
+			if (spare_reserve_used < KLP_MCS_RESERVE)
+				n = &spare_reserve[spare_reserve_used++];
+			kli_wordlock_unlock(&pool_lock);
+		}
+		if (n != NULL)
+			break;
+		nanosleep(&nap, NULL); /* everything spent: wait for a node to come back */
+	}
 	n->pool = NULL;
 	return n;
 }
@@ -146,9 +177,11 @@ static struct klp_mcs_node *mcs_node_get(void)
 
 	if (kl_unlikely(p == NULL))
 		p = mcs_pool_slow();
+	if (kl_unlikely(p == NULL))
+		return mcs_spare_get(); /* no memory for a pool */
 	busy = atomic_load_explicit(&p->busy, memory_order_relaxed);
 	if (kl_unlikely(busy == UINT64_MAX))
-		return mcs_spare_get(p->owner);
+		return mcs_spare_get();
 	i = (unsigned)__builtin_ctzll(~busy);
 	/* Only this thread sets bits; an unlock (maybe on another thread) clears them. */
 	atomic_fetch_or_explicit(&p->busy, 1ull << i, memory_order_relaxed);
@@ -171,17 +204,18 @@ static void mcs_node_put(struct klp_mcs_node *n)
 
 bool klp_mutex_owned(struct klp_mutex *m, uint64_t t)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 	uintptr_t h;
 
 	if (KLP_TAG_IMPL(t) == KLP_I_ADAPTIVE)
 		return kl_mutex_owned(&m->u.adaptive);
 	h = atomic_load_explicit(&m->u.fifo.holder, memory_order_relaxed);
-	if (self == NULL || h == 0)
+	if (me == 0 || h == 0)
 		return false;
 	if (KLP_TAG_IMPL(t) == KLP_I_TICKET)
-		return h == (uintptr_t)self;
-	return ((struct klp_mcs_node *)h)->owner == self; /* nodes are never freed */
+		return h == me;
+	/* nodes are never freed */
+	return atomic_load_explicit(&((struct klp_mcs_node *)h)->owner, memory_order_relaxed) == me;
 }
 
 /* The FIFO locks record their holder (after acquiring; cleared before releasing). */
@@ -200,11 +234,12 @@ void klp_mutex_lock_raw(struct klp_mutex *m, uint64_t t)
 		break;
 	case KLP_I_TICKET:
 		kl_ticket_lock(&m->u.fifo.l.ticket);
-		fifo_hold(m, (uintptr_t)kli_self());
+		fifo_hold(m, kli_owner());
 		break;
 	default:
 		n = mcs_node_get();
 		kl_mcs_lock(&m->u.fifo.l.mcs, &n->n);
+		atomic_store_explicit(&n->owner, kli_owner(), memory_order_relaxed);
 		fifo_hold(m, (uintptr_t)n);
 		break;
 	}
@@ -220,7 +255,7 @@ static bool mutex_trylock_raw(struct klp_mutex *m, uint64_t t)
 	case KLP_I_TICKET:
 		if (!kl_ticket_trylock(&m->u.fifo.l.ticket))
 			return false;
-		fifo_hold(m, (uintptr_t)kli_self());
+		fifo_hold(m, kli_owner());
 		return true;
 	default:
 		n = mcs_node_get();
@@ -228,6 +263,7 @@ static bool mutex_trylock_raw(struct klp_mutex *m, uint64_t t)
 			mcs_node_put(n);
 			return false;
 		}
+		atomic_store_explicit(&n->owner, kli_owner(), memory_order_relaxed);
 		fifo_hold(m, (uintptr_t)n);
 		return true;
 	}

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -103,6 +104,44 @@ static inline bool klt_fork_threads_ok(void)
 	const char *v = getenv("KLTEST_NO_FORK_THREADS");
 
 	return !KLOCK_TSAN && (v == NULL || strcmp(v, "1") != 0);
+}
+
+/* Whether a test may exhaust the address space with RLIMIT_AS (in a forked child that
+ * starts threads): not under ASan/TSan (their shadow memory needs the address space) or
+ * valgrind (its own allocations count against the limit), nor where a forked child of a
+ * threaded process cannot start threads (klt_fork_threads_ok()). */
+static inline bool klt_rlimit_as_ok(void)
+{
+	const char *pre = getenv("LD_PRELOAD");
+	bool asan = false;
+
+#if defined(__SANITIZE_ADDRESS__)
+	asan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+	asan = true;
+#endif
+#endif
+	return !asan && klt_fork_threads_ok() && (pre == NULL || strstr(pre, "vgpreload") == NULL);
+}
+
+/* Lowers RLIMIT_AS to the address space in use now (plus @slack_bytes): from here on a
+ * new mapping of more than the slack fails. False if it could not be read or set. */
+static inline bool klt_limit_address_space(unsigned long slack_bytes)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	struct rlimit r;
+	int got;
+
+	if (f == NULL)
+		return false;
+	got = fscanf(f, "%lu", &pages);
+	fclose(f);
+	if (got != 1)
+		return false;
+	r.rlim_cur = r.rlim_max = pages * (unsigned long)sysconf(_SC_PAGESIZE) + slack_bytes;
+	return setrlimit(RLIMIT_AS, &r) == 0;
 }
 
 /* A reusable start line: every thread waits until all have arrived. */

@@ -4,10 +4,16 @@
  * before libklock-preload's constructor has run (LiTL's litl#1 crash: a lock call before
  * the interposer's constructor). Preloaded after libklock-preload.so, so ld.so runs this
  * constructor first. It prints one line, which the test driver checks.
+ *
+ * Its first call is malloc(): with tests/preload_malloc_shim.c preloaded too, that is the
+ * thread's first lock call, on the heap mutex, made before the interposer's constructor
+ * (as jemalloc's constructor locks its init mutex): klock attaches the thread there, in
+ * the middle of the heap mutex's lock call, and must not allocate while it does.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -20,7 +26,10 @@ __attribute__((constructor)) static void shim_ctor(void)
 	struct timespec ts;
 	pthread_spinlock_t s;
 	int ok = 1;
+	void *volatile p = malloc(64); /* first (see the top); volatile: not elided */
 
+	ok &= p != NULL;
+	free(p);
 	ok &= pthread_mutex_lock(&m) == 0;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ok &= pthread_cond_timedwait(&c, &m, &ts) == ETIMEDOUT;

@@ -10,6 +10,11 @@ CHECK is one of:
             unknown one, which must warn and carry on): the same output as without it
   shims     the smoke program with a library whose constructor locks before the preload's
             constructor ran, and a malloc that takes a pthread mutex (as jemalloc does)
+  attach    the same under every KLOCK_MUTEX choice, with the malloc shim strict (a malloc
+            from inside the heap mutex's own lock call aborts): attaching a thread must
+            not allocate (a self-deadlock with jemalloc)
+  jemalloc  /bin/true and the smoke program with the real libjemalloc.so.2 preloaded, under
+            every KLOCK_MUTEX choice, each under a timeout (skipped if not installed)
   sort      coreutils `sort --parallel=2` on a generated file: the same bytes
   xz        `xz -T2` with small blocks (so two threads really work), both directions: the
             same compressed bytes as without the preload, and the input back
@@ -126,6 +131,57 @@ def check_shims(a):
         if len(reports) != (1 if a.lockstat else 0):
             raise SystemExit(f'FAIL: expected {a.lockstat} lockstat report(s), found {reports}')
     print('ok: locks before the preload\'s constructor, malloc under a klock mutex')
+
+
+# A start-up hang is a failure, not a wait for meson's timeout.
+HANG_TIMEOUT = 120
+# The smoke program's iterations in the start-up checks (start-up is what they test).
+STARTUP_ITERS = '5000'
+# Runs per selection: the MCS hang with jemalloc showed in one of two runs.
+JEMALLOC_RUNS = 3
+JEMALLOC_PATHS = ('/usr/lib/x86_64-linux-gnu/libjemalloc.so.2',
+                  '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2', '/usr/lib/libjemalloc.so.2')
+
+
+def run_bounded(cmd, env, what):
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=HANG_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f'FAIL: {what}: no exit after {HANG_TIMEOUT} s (hung)')
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr.decode(errors='replace'))
+        raise SystemExit(f'FAIL: {what}: exit status {p.returncode}')
+    return p
+
+
+def check_attach(a):
+    base = run([a.smoke, SMOKE_THREADS, STARTUP_ITERS], clean_env()).stdout
+    for mutex in ('adaptive', 'ticket', 'mcs'):
+        env = clean_env(LD_PRELOAD=f'{a.preload}:{a.ctor_shim}:{a.malloc_shim}',
+                        KLOCK_MUTEX=mutex, KLTEST_MALLOC_SHIM_STRICT='1')
+        what = f'KLOCK_MUTEX={mutex}: first lock in a constructor, under a locking malloc'
+        p = run_bounded([a.smoke, SMOKE_THREADS, STARTUP_ITERS], env, what)
+        same(base, p.stdout, what)
+        if b'ctor-shim: locks ok' not in p.stderr:
+            raise SystemExit(f'FAIL: the constructor shim did not run cleanly: {p.stderr!r}')
+
+
+def check_jemalloc(a):
+    lib = next((p for p in JEMALLOC_PATHS if os.path.exists(p)), None)
+    if lib is None:
+        print('skip: libjemalloc.so.2 is not installed (Debian: libjemalloc2)')
+        raise SystemExit(SKIP)
+    base = run([a.smoke, SMOKE_THREADS, STARTUP_ITERS], clean_env()).stdout
+    for mutex in ('adaptive', 'ticket', 'mcs', 'pthread'):
+        env = clean_env(LD_PRELOAD=f'{a.preload}:{lib}', KLOCK_MUTEX=mutex)
+        for i in range(JEMALLOC_RUNS):
+            run_bounded(['/bin/true'], env, f'/bin/true with jemalloc, KLOCK_MUTEX={mutex}')
+            p = run_bounded([a.smoke, SMOKE_THREADS, STARTUP_ITERS], env,
+                            f'smoke with jemalloc, KLOCK_MUTEX={mutex}')
+            if p.stdout != base:
+                same(base, p.stdout, f'smoke with jemalloc, KLOCK_MUTEX={mutex}')
+        print(f'ok: jemalloc, KLOCK_MUTEX={mutex}: /bin/true and smoke x{JEMALLOC_RUNS}')
 
 
 def check_sort(a):
@@ -270,7 +326,8 @@ def check_stat(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('check', choices=['smoke', 'shims', 'sort', 'xz', 'python', 'stat'])
+    ap.add_argument('check', choices=['smoke', 'shims', 'attach', 'jemalloc', 'sort', 'xz',
+                                      'python', 'stat'])
     ap.add_argument('--preload', required=True)
     ap.add_argument('--stat', required=True)
     ap.add_argument('--smoke', required=True)

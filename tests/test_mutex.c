@@ -436,6 +436,63 @@ static void test_mutex_misuse_is_reported(void **state)
 	assert_int_equal(kli_report_count(), n0 + 5 + 4 * KLOCK_DEBUG_LOCKS);
 }
 
+/* A thread that exits holding a mutex leaves it locked and owned by nobody: the next
+ * thread - which gets the exited thread's recycled record - must not pass for its owner
+ * (issue 13 item 4). */
+struct exited_holder {
+	struct kl_mutex *m;
+	struct kli_thread *rec;      /* the exited holder's record */
+	bool recycled, owned, trylocked;
+	int timed;
+	unsigned long reports;
+};
+
+static void *lock_and_exit(void *arg)
+{
+	struct exited_holder *x = arg;
+
+	kl_mutex_lock(x->m);
+	x->rec = kli_self();
+	return NULL; /* exits holding it */
+}
+
+/* Runs on a new thread; the main thread asserts (cmocka asserts belong there). */
+static void *probe_not_owner(void *arg)
+{
+	struct exited_holder *x = arg;
+	struct timespec d = klt_deadline_ms(20);
+	unsigned long n0 = kli_report_count();
+
+	x->recycled = kli_self() == x->rec;
+	x->owned = kl_mutex_owned(x->m);
+	x->trylocked = kl_mutex_trylock(x->m);
+	x->timed = kl_mutex_timedlock(x->m, &d);
+	kl_mutex_unlock(x->m); /* not ours: reported, the lock stays held */
+	x->reports = kli_report_count() - n0;
+	return NULL;
+}
+
+static void test_mutex_left_locked_by_an_exited_thread_has_no_owner(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct exited_holder x = { .m = &m };
+	pthread_t t;
+
+	KLT_SKIP_IF_MISUSE_INSTRUMENTED(); /* witness/TSan report the exit with a lock held */
+
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	assert_int_equal(pthread_create(&t, NULL, lock_and_exit, &x), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(pthread_create(&t, NULL, probe_not_owner, &x), 0);
+	pthread_join(t, NULL);
+	assert_true(x.recycled); /* the new thread got the exited thread's record */
+	assert_false(x.owned);
+	assert_false(x.trylocked);
+	assert_int_equal(x.timed, ETIMEDOUT);
+	assert_int_equal(x.reports, 1);
+	assert_false(kl_mutex_trylock(&m)); /* still held by the thread that exited */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_mutex_unlock_then_free_is_safe),
 		cmocka_unit_test(test_mutex_destroy_refuses_a_held_mutex_then_poisons),
 		cmocka_unit_test(test_mutex_misuse_is_reported),
+		cmocka_unit_test(test_mutex_left_locked_by_an_exited_thread_has_no_owner),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
 #include <klock/rwlock.h>
 #include "kltest.h"
 #include "kl_internal.h"
+#include "thread.h"
 
 _Static_assert(sizeof(struct kl_rwlock) <= sizeof(pthread_rwlock_t),
 	       "kl_rwlock must fit in a pthread_rwlock_t (the LD_PRELOAD interposer)");
@@ -472,6 +473,69 @@ static void test_rwlock_misuse_is_reported(void **state)
 	assert_int_equal(kli_report_count(), n0 + 7 + 6 * KLOCK_DEBUG_LOCKS);
 }
 
+/* A thread that exits write-holding an rwlock leaves it write-held by nobody: the next
+ * thread, on the exited thread's recycled record, must not pass for the writer (issue 13
+ * item 4). */
+struct exited_writer {
+	struct kl_rwlock *lk;
+	struct kli_thread *rec;      /* the exited writer's record */
+	bool recycled, owned, wtry, rtry;
+	int wtimed, rtimed;
+	unsigned long reports;
+};
+
+static void *write_lock_and_exit(void *arg)
+{
+	struct exited_writer *x = arg;
+
+	kl_rwlock_write_lock(x->lk);
+	x->rec = kli_self();
+	return NULL; /* exits holding it */
+}
+
+/* Runs on a new thread; the main thread asserts (cmocka asserts belong there). */
+static void *probe_not_writer(void *arg)
+{
+	struct exited_writer *x = arg;
+	struct timespec d = klt_deadline_ms(20);
+	unsigned long n0 = kli_report_count();
+
+	x->recycled = kli_self() == x->rec;
+	x->owned = kl_rwlock_wowned(x->lk);
+	x->wtry = kl_rwlock_write_trylock(x->lk);
+	x->rtry = kl_rwlock_read_trylock(x->lk);
+	x->wtimed = kl_rwlock_write_timedlock(x->lk, &d);
+	d = klt_deadline_ms(20);
+	x->rtimed = kl_rwlock_read_timedlock(x->lk, &d);
+	kl_rwlock_write_unlock(x->lk); /* not ours: reported, the lock stays held */
+	kl_rwlock_write_downgrade(x->lk); /* likewise */
+	x->reports = kli_report_count() - n0;
+	return NULL;
+}
+
+static void test_rwlock_write_held_by_an_exited_thread_has_no_owner(void **state)
+{
+	struct kl_rwlock lk = KL_RWLOCK_INITIALIZER;
+	struct exited_writer x = { .lk = &lk };
+	pthread_t t;
+
+	KLT_SKIP_IF_MISUSE_INSTRUMENTED(); /* witness/TSan report the exit with a lock held */
+
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	assert_int_equal(pthread_create(&t, NULL, write_lock_and_exit, &x), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(pthread_create(&t, NULL, probe_not_writer, &x), 0);
+	pthread_join(t, NULL);
+	assert_true(x.recycled); /* the new thread got the exited thread's record */
+	assert_false(x.owned);
+	assert_false(x.wtry);
+	assert_false(x.rtry);
+	assert_int_equal(x.wtimed, ETIMEDOUT);
+	assert_int_equal(x.rtimed, ETIMEDOUT);
+	assert_int_equal(x.reports, 2);
+	assert_false(kl_rwlock_write_trylock(&lk)); /* still held by the thread that exited */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -486,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_rwlock_sleeping_reader_never_misses_its_grant),
 		cmocka_unit_test(test_rwlock_static_initializer_works),
 		cmocka_unit_test(test_rwlock_misuse_is_reported),
+		cmocka_unit_test(test_rwlock_write_held_by_an_exited_thread_has_no_owner),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -545,6 +545,69 @@ PLANT void case_hashlock_two_keys(void)
 	PLANT_END();
 }
 
+/* ---- limits: many locks held, no memory (issue 13 item 17) -------------------------------- */
+
+/* Stripes of the wide table: enough that 32 keys take 32 distinct stripes. */
+#define WIDE_STRIPES 256
+
+/* A correct program: one mutex, then kl_hashlock_lockn() of KL_HASHLOCK_LOCKN_MAX keys on
+ * distinct stripes (33 locks held), released in any order. */
+PLANT void case_many_held(void);
+PLANT void case_many_held(void)
+{
+	static char wide_objs[KL_HASHLOCK_LOCKN_MAX][64];
+	const void *keys[KL_HASHLOCK_LOCKN_MAX];
+	struct kl_hashlock wide;
+
+	real_init();
+	kl_hashlock_init(&wide, WIDE_STRIPES);
+	for (size_t i = 0; i < KL_HASHLOCK_LOCKN_MAX; i++)
+		keys[i] = wide_objs[i];
+	for (int round = 0; round < 2; round++) {
+		kl_mutex_lock(&real_a);
+		if (kl_hashlock_lockn(&wide, keys, KL_HASHLOCK_LOCKN_MAX) != 0)
+			_exit(3);
+		kl_hashlock_unlockn(&wide, keys, KL_HASHLOCK_LOCKN_MAX);
+		kl_mutex_unlock(&real_a);
+	}
+	kl_hashlock_destroy(&wide);
+	PLANT_END();
+}
+
+/* Order a -> b learnt; then the address space is exhausted (RLIMIT_AS and the heap used
+ * up), and two new locks nest (witness cannot record them) and b -> a reverses. */
+PLANT void case_out_of_memory(void);
+PLANT void case_out_of_memory(void)
+{
+	static struct fake c, d;
+	void **hoard = NULL, **p;
+
+	fake_init(&lock_a, KLI_KIND_MUTEX, "oom_a");
+	fake_init(&lock_b, KLI_KIND_MUTEX, "oom_b");
+	fake_lock(&lock_a);
+	fake_lock(&lock_b);
+	fake_unlock(&lock_b);
+	fake_unlock(&lock_a);
+	if (!klt_limit_address_space(0))
+		_exit(3);
+	for (size_t sz = 4096; sz >= sizeof(void *); sz /= 2) /* the heap's free space too */
+		while ((p = malloc(sz)) != NULL) {
+			*p = hoard;
+			hoard = p;
+		}
+	fake_init(&c, KLI_KIND_MUTEX, NULL);
+	fake_init(&d, KLI_KIND_MUTEX, NULL);
+	fake_lock(&c);
+	fake_lock(&d);
+	fake_unlock(&d);
+	fake_unlock(&c);
+	fake_lock(&lock_b);
+	fake_lock(&lock_a);
+	fake_unlock(&lock_a);
+	fake_unlock(&lock_b);
+	PLANT_END();
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -573,6 +636,8 @@ static const struct {
 	{ "destroy_forgets_order", case_destroy_forgets_order },
 	{ "assert_held", case_assert_held },
 	{ "dump", case_dump },
+	{ "many_held", case_many_held },
+	{ "out_of_memory", case_out_of_memory },
 };
 
 static int run_case_here(const char *name)
@@ -886,6 +951,23 @@ static void test_witness_is_quiet_on_correct_real_nesting(void **state)
 	expect_reports(0);
 }
 
+static void test_witness_is_quiet_with_more_than_32_locks_held(void **state)
+{
+	skip_unless_witness();
+	run_case("many_held", "abort");
+	expect_reports(0);
+}
+
+static void test_witness_out_of_memory_stops_checking_once_without_false_reports(void **state)
+{
+	skip_unless_witness();
+	if (!klt_rlimit_as_ok())
+		skip(); /* sanitizers/valgrind need the address space */
+	run_case("out_of_memory", "abort");
+	expect_reports(0);
+	assert_int_equal(occurrences("lock-order checking stopped"), 1);
+}
+
 static void test_witness_api_is_inert_without_witness(void **state)
 {
 	struct fake f = { { 0 } };
@@ -927,6 +1009,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_witness_reports_real_self_deadlock_before_it_happens),
 		cmocka_unit_test(test_witness_reports_real_thread_exit_with_mutex_held),
 		cmocka_unit_test(test_witness_is_quiet_on_correct_real_nesting),
+		cmocka_unit_test(test_witness_is_quiet_with_more_than_32_locks_held),
+		cmocka_unit_test(test_witness_out_of_memory_stops_checking_once_without_false_reports),
 		cmocka_unit_test(test_witness_api_is_inert_without_witness),
 	};
 

@@ -3,7 +3,7 @@
  * klock/mutex.h - the adaptive mutex: spin while it pays, then sleep; fair in the end.
  *
  * The Linux/FreeBSD/NetBSD kernel mutex brought to userspace: one word holds the owner
- * (the calling thread's klock record) and a few flag bits; an uncontended lock is one
+ * (the calling thread's owner id, which names that thread's lifetime) and a few flag bits; an uncontended lock is one
  * compare-and-swap and an uncontended unlock another. A contended locker first spins
  * (only one thread at a time polls the word; the others queue behind it, each spinning
  * on its own cache line), for a time budget that follows how long recent waits took,
@@ -13,6 +13,14 @@
  *
  * Not recursive. Not process-shared. Not async-signal-safe: no kl_mutex_* call may be
  * made from a signal handler. A kl_mutex fits in a pthread_mutex_t (tested).
+ *
+ * Threads: a mutex (or a write-held kl_rwlock) left locked by a thread that exited stays
+ * locked, and no later thread is its owner: kl_mutex_owned() is false, trylock fails,
+ * timedlock times out, unlock is reported as by a non-owner. Memory: a thread's first
+ * lock call takes a klock thread record, from mmap()ed memory or, when none can be
+ * mapped (RLIMIT_AS), from a reserve of 64 in static storage; with that spent too the
+ * call prints "klock: out of memory for a thread record" and aborts (libklock-preload
+ * waits for a record instead: pthread_mutex_lock has no ENOMEM).
  *
  * Misuse: relocking a mutex the caller holds, unlocking one it does not hold (including
  * a double unlock), and using a destroyed mutex are detected at no cost to the fast path
@@ -33,7 +41,7 @@ KL_BEGIN_DECLS
 
 /* Fields are private to the library (layout in locks/mutex.c's theory block). */
 struct kl_mutex {
-	KL_ATOMIC(uintptr_t) owner;  /* owner record | flag bits; 0 = unlocked, nobody waits */
+	KL_ATOMIC(uintptr_t) owner;  /* owner id | flag bits; 0 = unlocked, nobody waits */
 	KL_ATOMIC(uintptr_t) spinq;  /* tail of the queue of spinners (0 = nobody spins) */
 	KL_ATOMIC(uint32_t) spin_ns; /* average time recent successful spins took */
 	KL_ATOMIC(uint32_t) passes;  /* barging acquisitions since the spinner last won */

@@ -94,6 +94,9 @@ KL_API bool kl_pcpu_rwsem_read_trylock(struct kl_pcpu_rwsem *sem) KL_NONNULL(1)
  * kl_pcpu_rwsem_read_unlock - drop one read hold. Never blocks; the reader whose exit
  * lets a waiting writer in wakes it (once). Called by the thread that took the hold (on
  * whatever CPU it runs now); debug builds report an unlock without a hold.
+ * A thread that exits inside a read section never drops its hold (it is a per-CPU count,
+ * not per-thread state): the semaphore stays read-held and writers wait for ever. Debug
+ * builds report it when the thread exits.
  */
 KL_API void kl_pcpu_rwsem_read_unlock(struct kl_pcpu_rwsem *sem) KL_NONNULL(1);
 

@@ -29,7 +29,10 @@
  *
  * Threads need no registration: per-thread state is created on first use and recycled
  * at thread exit. A thread may read-hold up to KL_RM_SLOTS rmlocks in its own record;
- * deeper nesting still works, counted in the lock's shared overflow word (slower).
+ * deeper nesting still works, counted in the lock's shared overflow word (slower). A
+ * thread that exits holding read locks has every hold dropped, overflow ones included
+ * (debug builds report each); only an overflow hold taken when no memory was left to
+ * note it survives its thread.
  *
  * Not async-signal-safe (none of these may be called from a signal handler). Locks are
  * process-private. Fast paths are inline in C builds without instruments (see
