@@ -286,7 +286,9 @@ static int cmd_list(void)
 {
 	static const char *const expected[] = { "kl_mutex", "kl_rwlock", "kl_ticket", "kl_mcs",
 		"kl_rmlock", "kl_pcpu_rwsem", "kl_seqlock", "kl_hashlock", "ck_spinlock_mcs",
-		"ck_spinlock_ticket", "ck_rwlock", "ck_brlock", "ck_pflock", "urcu_memb" };
+		"ck_spinlock_ticket", "ck_rwlock", "ck_brlock", "ck_pflock", "urcu_memb", "absl_mutex",
+		"absl_mutex_rw", "std_mutex", "std_shared_mutex", "tbb_spin_mutex",
+		"tbb_queuing_mutex", "tbb_spin_rw_mutex", "tbb_queuing_rw_mutex" };
 	char fl[96];
 	bool missing = false;
 

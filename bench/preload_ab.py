@@ -2,17 +2,22 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """A/B a command with and without libklock-preload.so, interleaved, medians.
 
-    preload_ab.py [-n RUNS] [--env VAR=VALUE ...] [--metric wall|cpu|mops] PRELOAD -- CMD ...
+    preload_ab.py [-n RUNS] [--env VAR=VALUE ...] [--metric wall|cpu|mops|rate]
+                  [--pattern REGEX [--lower]] PRELOAD -- CMD ...
 
 Runs CMD alternately plain (A, glibc's locks) and with LD_PRELOAD=PRELOAD (B, klock's),
-RUNS times each (default 7), so that a noisy machine's drift hits both sides alike, and
+RUNS times each (default 7), the order swapped every round (A B, B A, A B ...: whichever
+runs second in a round is not always the same side), so that a noisy machine's drift hits
+both sides alike, and
 prints each side's runs, medians and the ratio B/A: for `wall` (elapsed seconds, lower is
 better) a ratio below 1 means klock is faster; `cpu` is the command's user + system
 CPU seconds (lower is better; less disturbed than wall time by other tenants of a
 shared machine, but blind to time spent waiting); for `mops` (the last mops= figure that
-CMD prints, e.g. bench/pthread-duel) above 1 means klock is faster. The command's output
-is compared between the sides (it must be identical for `wall` and `cpu`), stdout
-discarded.
+CMD prints, e.g. bench/pthread-duel) above 1 means klock is faster; `rate` is the last
+number that --pattern's first group captures in CMD's stdout (higher is better: a count
+of events in a fixed time, memaslap's 'TPS'; with --lower, lower is: sysbench mutex's
+'total time'). The command's output is compared between the sides
+(it must be identical for `wall` and `cpu`), stdout discarded.
 --env adds to both sides (KLOCK_MUTEX=... affects only B).
 """
 import argparse
@@ -26,7 +31,7 @@ import sys
 import time
 
 
-def one(cmd, env, metric):
+def one(cmd, env, metric, pattern=None):
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -40,6 +45,11 @@ def one(cmd, env, metric):
         if not m:
             raise SystemExit('preload_ab: no mops= in the output')
         return float(m[-1]), p.stdout
+    if metric == 'rate':
+        m = re.findall(pattern.encode(), p.stdout)
+        if not m:
+            raise SystemExit(f'preload_ab: --pattern {pattern!r} matched nothing')
+        return float(m[-1]), p.stdout
     if metric == 'cpu':
         return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), p.stdout
     return wall, p.stdout
@@ -49,11 +59,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('-n', '--runs', type=int, default=7)
     ap.add_argument('--env', action='append', default=[])
-    ap.add_argument('--metric', choices=['wall', 'cpu', 'mops'], default='wall')
+    ap.add_argument('--metric', choices=['wall', 'cpu', 'mops', 'rate'], default='wall')
+    ap.add_argument('--pattern', help="--metric rate: a regex whose first group is the rate")
+    ap.add_argument('--lower', action='store_true', help='--metric rate: lower is better')
     ap.add_argument('preload')
     ap.add_argument('cmd', nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == '--' else a.cmd
+    if (a.metric == 'rate') != (a.pattern is not None):
+        ap.error('--pattern goes with --metric rate (and only with it)')
     base = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}
     for kv in a.env:
         k, v = kv.split('=', 1)
@@ -61,20 +75,22 @@ def main():
     pre = dict(base, LD_PRELOAD=os.path.abspath(a.preload))
     res = {'A': [], 'B': []}
     outs = set()
-    for _ in range(a.runs):
-        for side, env in (('A', base), ('B', pre)):
-            v, out = one(cmd, env, a.metric)
+    for i in range(a.runs):
+        sides = (('A', base), ('B', pre))
+        for side, env in sides if i % 2 == 0 else sides[::-1]:
+            v, out = one(cmd, env, a.metric, a.pattern)
             res[side].append(v)
-            if a.metric != 'mops':
+            if a.metric in ('wall', 'cpu'):
                 outs.add(hashlib.sha256(out).hexdigest())
     if len(outs) > 1:
         raise SystemExit('preload_ab: the output differs between runs or sides')
-    unit = 'Mops/s' if a.metric == 'mops' else 's'
+    unit = {'mops': 'Mops/s', 'rate': '(pattern)'}.get(a.metric, 's')
     for side, name in (('A', 'glibc'), ('B', 'klock')):
         print(f'{side} {name:6} median {statistics.median(res[side]):.4f} {unit}  runs: '
               + ' '.join(f'{v:.4f}' for v in res[side]))
     ratio = statistics.median(res['B']) / statistics.median(res['A'])
-    better = ratio > 1 if a.metric == 'mops' else ratio < 1
+    better = ratio > 1 if a.metric == 'mops' or (a.metric == 'rate' and not a.lower) \
+        else ratio < 1
     print(f'ratio B/A (klock/glibc) = {ratio:.3f} ({"klock" if better else "glibc"} better; '
           f'{a.metric}, medians of {a.runs} interleaved runs)')
 

@@ -16,8 +16,9 @@
  *                     which a later thread may reuse: a lock write-held by a thread that
  *                     exited stays held by nobody alive, so no later thread may unlock,
  *                     downgrade or wowned() it; the id costs the fast path nothing)
- *   bit 1  WRWANT     a writer waits - spinning (counted in wspin; FreeBSD's
- *                     WRITE_SPINNER) or asleep (counted in wwait): new readers defer, so
+ *   bit 1  WRWANT     a writer waits - asleep (counted in wwait), or spinning (counted
+ *                     in wspin; FreeBSD's WRITE_SPINNER) while readers hold the lock (a
+ *                     spinner does not set it against a writer): new readers defer, so
  *                     the readers inside drain. A hint for fairness only - every wake-up
  *                     decision reads the counts - so it may be stale: a reader that sees it
  *                     with no writer counted clears it.
@@ -43,7 +44,8 @@
  *      holds (G4) before returning: grants == holds, none leaked, none double-spent.
  *      grants <= sleeping readers always, and every counted reader checks for a grant
  *      before it sleeps and after every wake-up, so every grant is claimed.
- *   I3 Bounds (no starvation either side): a waiting writer sets WRWANT, so new readers
+ *   I3 Bounds (no starvation either side): a waiting writer sets WRWANT (a spinning one
+ *      as soon as it sees readers inside, a sleeping one before it sleeps), so new readers
  *      wait (spinning, then asleep) and the readers inside drain; the last one out wakes a
  *      sleeping writer (a spinning one sees it). A writer's
  *      release grants every reader asleep at that moment before the next writer can get in.
@@ -378,8 +380,13 @@ static int rw_write_try(struct kl_rwlock *rw, kli_owner_t self, memory_order ord
 	}
 }
 
-/* Spins, counted in wspin and with WRWANT set so the readers inside drain (FreeBSD's
- * WRITE_SPINNER, counted as OpenBSD counts sleepers). 0 once taken, or EAGAIN. */
+/* Spins, counted in wspin, setting WRWANT when readers hold the lock so that they drain
+ * (FreeBSD's WRITE_SPINNER, counted as OpenBSD counts sleepers). Against a writer it
+ * leaves WRWANT alone: WRLOCK already keeps readers out, and the flag would only send
+ * that writer's unlock (which expects self|WRLOCK) and its next lock (which expects 0)
+ * down their slow paths - a mutex's spinner costs its holder nothing of the kind, and
+ * writer against writer is where a rwlock should cost what a mutex costs. If a reader
+ * gets in when that writer leaves, the next look sets WRWANT. 0 once taken, or EAGAIN. */
 static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
 {
 	uint64_t t0 = kl_arch_cycles();
@@ -396,7 +403,7 @@ static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 			err = rw_write_try(rw, self, memory_order_relaxed);
 			if (err != EAGAIN)
 				break;
-		} else if (!(v & (RW_WRWANT | RW_DESTROYED))) {
+		} else if (!(v & (RW_WRLOCK | RW_WRWANT | RW_DESTROYED))) {
 			atomic_compare_exchange_weak_explicit(&rw->word, &v, v | RW_WRWANT,
 							      memory_order_relaxed,
 							      memory_order_relaxed);

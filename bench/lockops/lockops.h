@@ -7,7 +7,9 @@
  * An adapter file (one per lock family: klock_<prim>.c, pthread.c, ck.c, urcu.c, busted.c)
  * defines `static const struct lockops` values and registers each with LOCKOPS_REGISTER;
  * registration runs from a constructor, so the drivers link this library whole and find
- * adapters by name. Peers (pthread, ck, urcu) are compiled only where their library exists.
+ * adapters by name. Peers (pthread, ck, urcu, and the C++ peers absl, std, tbb) are
+ * compiled only where their library (or a C++ compiler) exists; a C++ adapter file
+ * includes this header inside extern "C" and uses the same macros.
  *
  * Calling convention: the driver allocates `size` bytes for the lock (aligned to
  * LOCKOPS_ALIGN) and, per thread and lock, `tsize` bytes of thread state, zero-filled,
@@ -108,7 +110,7 @@ struct lockops {
 #define LOCKOPS_PAIR_LOOP(NAME, TYPE, LOCK_STMT, UNLOCK_STMT)                          \
 	static void NAME(void *lock_, void *ts_, unsigned long n_)                      \
 	{                                                                               \
-		TYPE *L = lock_;                                                        \
+		TYPE *L = (TYPE *)lock_;                                                \
 		void *T = ts_;                                                          \
                                                                                         \
 		(void)L;                                                                \

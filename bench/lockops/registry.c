@@ -25,7 +25,8 @@ void lockops_register(const struct lockops *ops)
 
 static int family_rank(const char *f)
 {
-	static const char *const order[] = { "klock", "pthread", "ck", "urcu", "test" };
+	static const char *const order[] = { "klock", "pthread", "ck", "urcu", "absl", "std",
+		"tbb", "test" };
 
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
 		if (strcmp(f, order[i]) == 0)

@@ -62,6 +62,13 @@ def rows_of(out):
 def test_adapters(kb):
     names, _ = adapters(kb)
     bad = 0
+    # The peers this build was configured with (meson passes KLBENCH_EXPECT_PEERS): each
+    # must be registered - a C++ adapter whose constructor did not run would otherwise
+    # just be absent from the list and from this test.
+    listed = {n for n, _ in names}
+    for want in os.environ.get("KLBENCH_EXPECT_PEERS", "").split():
+        if want not in listed:
+            bad += fail(f"{want}: configured but not in `klbench list`")
     for name, kind in names:
         if name == "busted":
             continue
