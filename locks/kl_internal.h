@@ -56,9 +56,16 @@ static inline bool kli_timespec_valid(const struct timespec *ts)
 	return ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < (long)KLI_NSEC_PER_SEC;
 }
 
+/* @ts (valid: see above) in nanoseconds, saturated: a deadline past 2^64 ns (year 2554;
+ * any tv_sec up to LONG_MAX is a valid timespec) reads UINT64_MAX, "never", instead of
+ * wrapping round to a time that has long passed. */
 static inline uint64_t kli_timespec_ns(const struct timespec *ts)
 {
-	return (uint64_t)ts->tv_sec * KLI_NSEC_PER_SEC + (uint64_t)ts->tv_nsec;
+	uint64_t sec = (uint64_t)ts->tv_sec;
+
+	if (kl_unlikely(sec >= UINT64_MAX / KLI_NSEC_PER_SEC))
+		return UINT64_MAX;
+	return sec * KLI_NSEC_PER_SEC + (uint64_t)ts->tv_nsec;
 }
 
 /* True when the absolute CLOCK_MONOTONIC deadline (may be NULL = never) has passed. */

@@ -292,8 +292,14 @@ klp_fn klp_real_resolve(enum klp_real_id id)
 
 /* ---- deadlines ------------------------------------------------------------------------------ */
 
+/* @ts in nanoseconds, saturated at INT64_MAX (year 2262): a far-future deadline stays in
+ * the future instead of overflowing (tv_sec may be anything up to LONG_MAX). */
 static int64_t ts_ns(const struct timespec *ts)
 {
+	if (ts->tv_sec >= INT64_MAX / (int64_t)KLI_NSEC_PER_SEC)
+		return INT64_MAX;
+	if (ts->tv_sec <= INT64_MIN / (int64_t)KLI_NSEC_PER_SEC)
+		return INT64_MIN;
 	return (int64_t)ts->tv_sec * (int64_t)KLI_NSEC_PER_SEC + ts->tv_nsec;
 }
 

@@ -12,6 +12,8 @@
  * that the call waits for the holder's release (never returns before it) and then
  * succeeds; timed rows check that ETIMEDOUT never comes before the deadline.
  */
+#include <limits.h>
+
 #include "preload_test.h"
 
 #define BLOCKS (-1)   /* waits until the other thread releases, then 0 */
@@ -688,6 +690,143 @@ static void test_preload_spinlock_private_and_shared(void **state)
 	s_cycle(&s);
 }
 
+/* ================================ far-future deadlines ================================== */
+
+/* How long a timed call with a far-future deadline must stay blocked before the test
+ * releases it (it returned ETIMEDOUT at once when the deadline's nanoseconds wrapped). */
+#define STILL_BLOCKED_MS 300
+
+/* The largest valid deadline, the first past 2^64 ns, the first past 2^63 ns. */
+static const struct timespec far_deadlines[] = {
+	{ LONG_MAX, 999999999 }, { 18446744074l, 0 }, { 9223372037l, 0 },
+};
+
+enum far_op { FO_MUTEX_TIMED, FO_MUTEX_CLOCK_RT, FO_MUTEX_CLOCK_MONO, FO_RW_TIMEDRD,
+	      FO_RW_TIMEDWR, FO_RW_CLOCKRD_RT, FO_RW_CLOCKWR_MONO, FO_COND_TIMED_RT,
+	      FO_COND_TIMED_MONO, FO_COND_CLOCK_RT, FO_COND_CLOCK_MONO, FO_COUNT };
+static const char *const fo_names[] = {
+	"pthread_mutex_timedlock", "pthread_mutex_clocklock(REALTIME)",
+	"pthread_mutex_clocklock(MONOTONIC)", "pthread_rwlock_timedrdlock",
+	"pthread_rwlock_timedwrlock", "pthread_rwlock_clockrdlock(REALTIME)",
+	"pthread_rwlock_clockwrlock(MONOTONIC)", "pthread_cond_timedwait(REALTIME)",
+	"pthread_cond_timedwait(MONOTONIC attr)", "pthread_cond_clockwait(REALTIME)",
+	"pthread_cond_clockwait(MONOTONIC)",
+};
+
+struct far {
+	enum far_op op;
+	const struct timespec *dl;
+	pthread_mutex_t m;
+	pthread_rwlock_t rw;
+	pthread_cond_t c;
+	bool go;              /* the condvar's predicate, under m */
+	_Atomic bool done;
+	int ret;
+};
+
+static int far_cond(struct far *f)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&f->m);
+	while (!f->go && err == 0) {
+		if (f->op == FO_COND_TIMED_RT || f->op == FO_COND_TIMED_MONO)
+			err = pthread_cond_timedwait(&f->c, &f->m, f->dl);
+		else
+			err = pthread_cond_clockwait(&f->c, &f->m, f->op == FO_COND_CLOCK_RT ?
+						     CLOCK_REALTIME : CLOCK_MONOTONIC, f->dl);
+	}
+	pthread_mutex_unlock(&f->m);
+	return err;
+}
+
+static int far_call(struct far *f)
+{
+	int err;
+
+	switch (f->op) {
+	case FO_MUTEX_TIMED: err = pthread_mutex_timedlock(&f->m, f->dl); break;
+	case FO_MUTEX_CLOCK_RT: err = pthread_mutex_clocklock(&f->m, CLOCK_REALTIME, f->dl); break;
+	case FO_MUTEX_CLOCK_MONO:
+		err = pthread_mutex_clocklock(&f->m, CLOCK_MONOTONIC, f->dl);
+		break;
+	case FO_RW_TIMEDRD: err = pthread_rwlock_timedrdlock(&f->rw, f->dl); break;
+	case FO_RW_TIMEDWR: err = pthread_rwlock_timedwrlock(&f->rw, f->dl); break;
+	case FO_RW_CLOCKRD_RT:
+		err = pthread_rwlock_clockrdlock(&f->rw, CLOCK_REALTIME, f->dl);
+		break;
+	case FO_RW_CLOCKWR_MONO:
+		err = pthread_rwlock_clockwrlock(&f->rw, CLOCK_MONOTONIC, f->dl);
+		break;
+	default: return far_cond(f);
+	}
+	if (err == 0 && f->op <= FO_MUTEX_CLOCK_MONO)
+		pthread_mutex_unlock(&f->m);
+	else if (err == 0)
+		pthread_rwlock_unlock(&f->rw);
+	return err;
+}
+
+static void *far_main(void *p)
+{
+	struct far *f = p;
+
+	f->ret = far_call(f);
+	atomic_store(&f->done, true);
+	return NULL;
+}
+
+static void far_run(enum far_op op, const struct timespec *dl)
+{
+	struct far *f = calloc(1, sizeof(*f));
+	pthread_condattr_t ca;
+	pthread_t t;
+
+	f->op = op;
+	f->dl = dl;
+	assert_int_equal(pthread_mutex_init(&f->m, NULL), 0);
+	assert_int_equal(pthread_rwlock_init(&f->rw, NULL), 0);
+	pthread_condattr_init(&ca);
+	if (op == FO_COND_TIMED_MONO)
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	assert_int_equal(pthread_cond_init(&f->c, &ca), 0);
+	pthread_condattr_destroy(&ca);
+	if (op <= FO_MUTEX_CLOCK_MONO)
+		assert_int_equal(pthread_mutex_lock(&f->m), 0);
+	else if (op <= FO_RW_CLOCKWR_MONO)
+		assert_int_equal(pthread_rwlock_wrlock(&f->rw), 0);
+	assert_int_equal(pthread_create(&t, NULL, far_main, f), 0);
+	klt_sleep_ms(STILL_BLOCKED_MS);
+	if (atomic_load(&f->done))
+		fail_msg("%s, deadline { %lld, %ld }, %s: returned %d at once", fo_names[op],
+			 (long long)dl->tv_sec, dl->tv_nsec, preloaded ? "klock" : "glibc", f->ret);
+	if (op <= FO_MUTEX_CLOCK_MONO) {
+		assert_int_equal(pthread_mutex_unlock(&f->m), 0);
+	} else if (op <= FO_RW_CLOCKWR_MONO) {
+		assert_int_equal(pthread_rwlock_unlock(&f->rw), 0);
+	} else {
+		assert_int_equal(pthread_mutex_lock(&f->m), 0);
+		f->go = true;
+		assert_int_equal(pthread_cond_signal(&f->c), 0);
+		assert_int_equal(pthread_mutex_unlock(&f->m), 0);
+	}
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(f->ret, 0);
+	assert_int_equal(pthread_cond_destroy(&f->c), 0);
+	assert_int_equal(pthread_rwlock_destroy(&f->rw), 0);
+	assert_int_equal(pthread_mutex_destroy(&f->m), 0);
+	free(f);
+}
+
+/* Any valid timespec is a deadline: tv_sec up to LONG_MAX waits (practically forever). */
+static void test_preload_far_future_deadlines_do_not_time_out_at_once(void **state)
+{
+	(void)state;
+	for (int op = 0; op < FO_COUNT; op++)
+		for (size_t i = 0; i < PT_ARRAY_SIZE(far_deadlines); i++)
+			far_run(op, &far_deadlines[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -700,6 +839,7 @@ int main(void)
 		cmocka_unit_test(test_preload_rwlock_recursive_read_passes_waiting_writer),
 		cmocka_unit_test(test_preload_rwlock_pshared_is_glibc),
 		cmocka_unit_test(test_preload_spinlock_private_and_shared),
+		cmocka_unit_test(test_preload_far_future_deadlines_do_not_time_out_at_once),
 	};
 
 	preloaded = pt_preloaded();
