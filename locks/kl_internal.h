@@ -74,6 +74,15 @@ bool kli_deadline_passed(const struct timespec *abstime);
 /* The absolute CLOCK_MONOTONIC deadline @ns from now. */
 void kli_deadline_after(struct timespec *abstime, uint64_t ns);
 
+/* kl_wait() with an absolute CLOCK_REALTIME deadline (not NULL) that follows steps of the
+ * realtime clock: ETIMEDOUT only once CLOCK_REALTIME has reached @abstime. The futex
+ * backend arms a realtime kernel timer (FUTEX_CLOCK_REALTIME); the parking backend
+ * converts to CLOCK_MONOTONIC and re-converts after each timeout, so a forward step is
+ * noticed only at the converted deadline (wait_parking.c). For the interposer's POSIX
+ * timed waits (libklock-preload always uses the futex backend). */
+int kli_wait_realtime(const _Atomic uint32_t *addr, uint32_t expected,
+		      const struct timespec *abstime);
+
 /* kl_arch_cycles() <-> nanoseconds, calibrated once at init (identity where the arch
  * counter already counts nanoseconds). Used for time-based spin budgets. */
 uint64_t kli_ns_to_cycles(uint64_t ns);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "klp.h"
+#include "cond_impl.h"
 #include "park.h"
 
 /* glibc's __kind: the type with its robust/PI/PP bits (without process-shared). */
@@ -56,6 +57,7 @@ static clockid_t cond_clock(struct klp_cond *c)
 struct gen_wait {
 	pthread_mutex_t *pm;
 	uint64_t tag;       /* the mutex's klock tag, or 0 for glibc's */
+	const struct kli_cond_wait *w; /* the deadline and the wait's extras */
 };
 
 static void gen_release(struct gen_wait *g)
@@ -100,23 +102,42 @@ static uintptr_t gen_signal_cb(const struct kli_unpark_result *r, void *arg)
 	return 0;
 }
 
-/* Waits on @c's generic queue; @mono NULL = no deadline. 0, ETIMEDOUT, or the relock's
- * error. The caller holds the mutex, which is held again on return. */
-static int gen_wait(struct klp_cond *c, struct gen_wait *g, const struct timespec *mono)
+/* The wait's validate step (cond_impl.h), given the gen_wait. */
+static bool gen_validate(void *arg)
+{
+	const struct gen_wait *g = arg;
+
+	return g->w->validate(g->w->arg);
+}
+
+/* Waits on @c's generic queue with @g->w's deadline and extras (cond_impl.h). 0,
+ * ETIMEDOUT, or the relock's error. The caller holds the mutex, held again on return. */
+static int gen_wait(struct klp_cond *c, struct gen_wait *g)
 {
 	struct kli_thread *self = kli_self();
 	struct kli_park_req req = { .key = &c->gwaiters, .before_sleep = gen_before_sleep,
-				    .arg = g, .abstime = mono };
-	uintptr_t token;
+				    .arg = g, .abstime = g->w->abstime,
+				    .realtime = g->w->realtime,
+				    .validate = g->w->validate != NULL ? gen_validate : NULL,
+				    .cookie = g->w->cookie };
+	uintptr_t token = 0;
+	enum kli_park_result pr;
 	int err = 0, r;
 
 	/* G1: release, pairs with G2 in the signallers. */
 	atomic_fetch_add_explicit(&c->gwaiters, 1, memory_order_release);
-	if (kli_park(&req, &token) == KLI_PARK_TIMEDOUT) {
-		err = ETIMEDOUT;
-		if (atomic_load_explicit(&self->park_key, memory_order_relaxed) == &c->gwaiters)
-			atomic_fetch_sub_explicit(&c->gwaiters, 1, memory_order_relaxed);
+	pr = kli_park(&req, &token);
+	if (pr == KLI_PARK_INVALID) { /* never queued: the mutex was never released */
+		atomic_fetch_sub_explicit(&c->gwaiters, 1, memory_order_relaxed);
+		return 0;
 	}
+	if (pr == KLI_PARK_TIMEDOUT)
+		err = ETIMEDOUT;
+	/* Left our queue by a timeout or a kick (cond_impl.h): nobody counted us out. */
+	if ((pr == KLI_PARK_TIMEDOUT &&
+	     atomic_load_explicit(&self->park_key, memory_order_relaxed) == &c->gwaiters) ||
+	    (pr == KLI_PARK_UNPARKED && token == KLI_COND_TOKEN_KICK))
+		atomic_fetch_sub_explicit(&c->gwaiters, 1, memory_order_relaxed);
 	r = gen_reacquire(g);
 	return r != 0 ? r : err;
 }
@@ -154,35 +175,34 @@ static int cond_mismatch(pthread_cond_t *pc, pthread_mutex_t *pm)
 }
 
 /* A wait with a kl_mutex: the whole recursion is released and restored. */
-static int cond_wait_kl(struct klp_cond *c, struct klp_mutex *m, const struct timespec *mono)
+static int cond_wait_kl(struct klp_cond *c, struct klp_mutex *m, const struct kli_cond_wait *w)
 {
 	uint32_t depth = m->depth;
-	int err = 0;
+	int err;
 
 	m->depth = 0;
-	if (mono == NULL)
-		kl_cond_wait(&c->kc, &m->u.adaptive);
-	else
-		err = kl_cond_timedwait(&c->kc, &m->u.adaptive, mono);
+	err = kli_cond_wait_ext(&c->kc, &m->u.adaptive, w, KLI_SITE());
 	m->depth = depth;
+	if (w->abstime == NULL && (err == EPERM || err == EINVAL))
+		return 0; /* as kl_cond_wait(): reported (KLOCK_ON_ERROR=warn goes on) */
 	return err;
 }
 
-/* One sleep of a klock condvar wait; 0, ETIMEDOUT (this slice ended), or an error. */
+/* One klock condvar wait; 0, ETIMEDOUT (the deadline passed), or an error. */
 static int cond_sleep(struct klp_cond *c, pthread_mutex_t *pm, uint64_t t,
-		      const struct timespec *mono)
+		      const struct kli_cond_wait *w)
 {
 	struct klp_mutex *m = (struct klp_mutex *)(void *)pm;
-	struct gen_wait g = { pm, t };
+	struct gen_wait g = { pm, t, w };
 	uint32_t depth;
 	int err;
 
 	if (t != 0 && KLP_TAG_IMPL(t) == KLP_I_ADAPTIVE)
-		return cond_wait_kl(c, m, mono);
+		return cond_wait_kl(c, m, w);
 	depth = t != 0 ? m->depth : 0;
 	if (t != 0)
 		m->depth = 0;
-	err = gen_wait(c, &g, mono);
+	err = gen_wait(c, &g);
 	if (t != 0)
 		m->depth = depth;
 	return err;
@@ -191,7 +211,7 @@ static int cond_sleep(struct klp_cond *c, pthread_mutex_t *pm, uint64_t t,
 /* The checks glibc makes before it waits: EINVAL, EPERM. */
 static int cond_check(pthread_mutex_t *pm, uint64_t t)
 {
-	struct gen_wait g = { pm, t };
+	struct gen_wait g = { pm, t, NULL };
 
 	if (t & KLP_TAG_DESTROYED)
 		return EINVAL;
@@ -204,27 +224,30 @@ static int cond_check(pthread_mutex_t *pm, uint64_t t)
 	return gen_owned(&g) ? 0 : EPERM;
 }
 
-/* A klock condvar's wait with an optional deadline @d (NULL: none). */
+/* A klock condvar's wait with an optional deadline @d (NULL: none). One park, on the
+ * deadline's own clock: a CLOCK_REALTIME one is a realtime kernel timer that follows
+ * clock_settime() (kli_park_req.realtime), so the wait ends with ETIMEDOUT exactly when
+ * the caller's clock reaches the deadline and with 0 only when woken. */
 static int cond_wait_klock(struct klp_cond *c, pthread_mutex_t *pm, const struct klp_deadline *d)
 {
+	static const struct timespec passed = { 0, 0 }; /* a CLOCK_MONOTONIC time gone by */
 	uint64_t t = klp_mutex_tag((struct klp_mutex *)(void *)pm);
-	struct timespec mono;
-	bool last = true;
+	struct kli_cond_wait w = { 0 };
 	int err = cond_check(pm, t);
 
 	if (err != 0)
 		return err;
-	if (d == NULL)
-		return cond_sleep(c, pm, t, NULL);
-	err = klp_deadline_slice(d, &mono, &last);
-	if (err == EINVAL)
-		return EINVAL;
-	if (err == ETIMEDOUT) /* passed: release and retake the mutex, as glibc does */
-		mono = (struct timespec){ 0, 0 };
-	err = cond_sleep(c, pm, t, &mono);
-	if (err == ETIMEDOUT && !last && !klp_deadline_passed(d))
-		return 0; /* a slice ended: a spurious wake-up for the caller (preload.c) */
-	return err;
+	if (d != NULL) {
+		if (d->abs->tv_nsec < 0 || d->abs->tv_nsec >= (long)KLI_NSEC_PER_SEC)
+			return EINVAL;
+		w.abstime = d->abs;
+		w.realtime = d->clock == CLOCK_REALTIME;
+		if (klp_deadline_passed(d)) { /* release and retake the mutex, as glibc does */
+			w.abstime = &passed;
+			w.realtime = false;
+		}
+	}
+	return cond_sleep(c, pm, t, &w);
 }
 
 /* ---- the interposers ---------------------------------------------------------------------- */

@@ -224,7 +224,7 @@ struct klp_deadline {
  * (@d's deadline has passed on its own clock), or EINVAL (tv_nsec out of range). For
  * CLOCK_REALTIME the slice ends at most KLP_REALTIME_SLICE_NS from now, so a step of the
  * realtime clock is noticed within a slice (preload.c); *@last says the slice reaches the
- * caller's deadline.
+ * caller's deadline. For the lock calls; a condvar wait parks on the deadline's own clock.
  */
 int klp_deadline_slice(const struct klp_deadline *d, struct timespec *mono, bool *last);
 

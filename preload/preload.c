@@ -66,15 +66,18 @@
  *                        pthread_mutex_consistent() and the priority ceiling calls.
  * Timed calls: pthread_*_timedlock/timedwait take CLOCK_REALTIME deadlines (the condvar's
  * clock attribute for timedwait), the *_clock* variants REALTIME or MONOTONIC (others:
- * EINVAL, as glibc); klock waits on CLOCK_MONOTONIC deadlines. A REALTIME deadline is
- * converted per slice of at most KLP_REALTIME_SLICE_NS: the wait never ends before the
- * realtime clock reaches the deadline (a backward step just means more slices), and a
- * forward step is noticed at the end of the current slice (late by at most one slice).
- * A condvar wait whose slice ends early returns 0 - a spurious wake-up, which callers
- * must handle anyway - because sleeping again without re-checking the predicate could
- * miss a signal sent between the slices. As glibc: a free mutex is taken even when the
- * deadline is malformed or past; tv_nsec out of range on a real wait is EINVAL; a
- * negative tv_sec is a deadline that has passed (ETIMEDOUT).
+ * EINVAL, as glibc). A condvar wait parks once, on the deadline's own clock: a REALTIME
+ * deadline arms a realtime kernel timer (FUTEX_CLOCK_REALTIME, kli_park_req.realtime)
+ * that follows clock_settime() steps as glibc's does, so it returns ETIMEDOUT exactly
+ * when the realtime clock reaches the deadline and 0 only when signalled (or cancelled).
+ * The mutex and rwlock timed calls wait on CLOCK_MONOTONIC deadlines, converted per
+ * slice of at most KLP_REALTIME_SLICE_NS and retried until the realtime clock reaches
+ * the deadline: never early (a backward step just means more slices), a forward step
+ * noticed at the end of the current slice (late by at most one slice); a lock, unlike a
+ * condvar, loses nothing when its waiter retries. As glibc: a free mutex is taken even
+ * when the deadline is malformed or past; tv_nsec out of range on a real wait is EINVAL;
+ * a negative tv_sec is a deadline that has passed (ETIMEDOUT); any valid tv_sec, up to
+ * LONG_MAX, is a deadline (conversions saturate instead of wrapping).
  *
  * Condvars. glibc's pthread_cond_wait() releases and retakes the mutex with libc-internal
  * functions that this library cannot interpose, so a glibc condvar can only be used with a
@@ -154,7 +157,8 @@
 
 #include "klp.h"
 
-/* A CLOCK_REALTIME wait sleeps at most this long before re-reading the realtime clock. */
+/* A CLOCK_REALTIME mutex/rwlock wait sleeps at most this long before re-reading the
+ * realtime clock (condvar waits use a realtime timer instead). */
 #define KLP_REALTIME_SLICE_NS 1000000000ll
 /* Longest message klp_warn() writes. */
 #define KLP_MSG_MAX 512

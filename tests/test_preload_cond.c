@@ -183,6 +183,85 @@ static void test_preload_cond_timedwait_never_early_on_either_clock(void **state
 	pthread_cond_destroy(&mono);
 }
 
+/* Waits longer than a second that nobody signals: the FIRST return is ETIMEDOUT, at or
+ * after the deadline on its own clock (no loop: programs read 0 as "signalled"; the
+ * interposer once cut CLOCK_REALTIME waits into 1 s slices and returned 0 at a slice's
+ * end). The timed mutex and rwlock calls, on a lock another thread holds, likewise. */
+#define LONG_RT_MS 2500
+#define LONG_MS 1300
+
+static void long_timed_out(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
+			   bool use_clockwait, int64_t ms, const char *what)
+{
+	struct timespec dl = pt_deadline(clock, ms);
+	int r;
+
+	assert_int_equal(pthread_mutex_lock(m), 0);
+	r = use_clockwait ? pthread_cond_clockwait(c, m, clock, &dl)
+			  : pthread_cond_timedwait(c, m, &dl);
+	if (r != ETIMEDOUT)
+		fail_msg("%s (%lld ms), %s: returned %d, expected ETIMEDOUT", what, (long long)ms,
+			 preloaded ? "klock" : "glibc", r);
+	assert_true(pt_clock_ns(clock) >= (int64_t)dl.tv_sec * KLT_NSEC_PER_SEC + dl.tv_nsec);
+	assert_int_equal(pthread_mutex_unlock(m), 0);
+}
+
+static int long_lock_fn(void *m)
+{
+	return pthread_mutex_lock(m);
+}
+
+static int long_unlock_fn(void *m)
+{
+	return pthread_mutex_unlock(m);
+}
+
+static int long_wrlock_fn(void *rw)
+{
+	return pthread_rwlock_wrlock(rw);
+}
+
+static int long_rwunlock_fn(void *rw)
+{
+	return pthread_rwlock_unlock(rw);
+}
+
+static void test_preload_cond_long_timedwait_returns_etimedout_at_the_deadline(void **state)
+{
+	pthread_condattr_t a;
+	pthread_cond_t rt = PTHREAD_COND_INITIALIZER, mono;
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	struct pt_helper h;
+	struct timespec dl;
+
+	(void)state;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	assert_int_equal(pthread_cond_init(&mono, &a), 0);
+	pthread_condattr_destroy(&a);
+	long_timed_out(&rt, &m, CLOCK_REALTIME, false, LONG_RT_MS, "timedwait(REALTIME)");
+	long_timed_out(&mono, &m, CLOCK_MONOTONIC, false, LONG_MS, "timedwait(MONOTONIC attr)");
+	long_timed_out(&rt, &m, CLOCK_REALTIME, true, LONG_MS, "clockwait(REALTIME)");
+	long_timed_out(&rt, &m, CLOCK_MONOTONIC, true, LONG_MS, "clockwait(MONOTONIC)");
+	pt_helper_start(&h, long_lock_fn, long_unlock_fn, &m);
+	dl = pt_deadline(CLOCK_REALTIME, LONG_MS);
+	assert_int_equal(pthread_mutex_timedlock(&m, &dl), ETIMEDOUT);
+	assert_true(pt_clock_ns(CLOCK_REALTIME) >=
+		    (int64_t)dl.tv_sec * KLT_NSEC_PER_SEC + dl.tv_nsec);
+	assert_int_equal(pt_helper_finish(&h), 0);
+	pt_helper_start(&h, long_wrlock_fn, long_rwunlock_fn, &rw);
+	dl = pt_deadline(CLOCK_REALTIME, LONG_MS);
+	assert_int_equal(pthread_rwlock_timedrdlock(&rw, &dl), ETIMEDOUT);
+	assert_true(pt_clock_ns(CLOCK_REALTIME) >=
+		    (int64_t)dl.tv_sec * KLT_NSEC_PER_SEC + dl.tv_nsec);
+	assert_int_equal(pt_helper_finish(&h), 0);
+	assert_int_equal(pthread_cond_destroy(&mono), 0);
+	assert_int_equal(pthread_cond_destroy(&rt), 0);
+	assert_int_equal(pthread_rwlock_destroy(&rw), 0);
+	assert_int_equal(pthread_mutex_destroy(&m), 0);
+}
+
 static void test_preload_cond_timed_errors_keep_the_mutex(void **state)
 {
 	pthread_cond_t c = PTHREAD_COND_INITIALIZER;
@@ -495,6 +574,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_preload_cond_signal_and_broadcast_every_mutex_kind),
 		cmocka_unit_test(test_preload_cond_timedwait_never_early_on_either_clock),
+		cmocka_unit_test(test_preload_cond_long_timedwait_returns_etimedout_at_the_deadline),
 		cmocka_unit_test(test_preload_cond_timed_errors_keep_the_mutex),
 		cmocka_unit_test(test_preload_cond_wait_without_errorcheck_mutex_is_eperm),
 		cmocka_unit_test(test_preload_cond_wait_releases_a_recursive_mutex_whole),
