@@ -4,7 +4,8 @@
  *
  * What it is. `LD_PRELOAD=libklock-preload.so program` puts this library first in the
  * symbol search order, so the program's (and its libraries') calls to pthread_mutex_*,
- * pthread_cond_*, pthread_rwlock_* and pthread_spin_* land here. Each object is decided
+ * pthread_cond_*, pthread_rwlock_* and pthread_spin_* (and pthread_cancel, for the condvar
+ * waits' cancellation) land here. Each object is decided
  * once - a klock lock, or glibc's own and forwarded to the real function found with
  * dlsym(RTLD_NEXT) - and the decision is written INTO the object, so every later call
  * knows it from one load. LiTL (userspace-peers.md section 3) does the same job with a
@@ -93,6 +94,11 @@
  *   glibc cond (process-shared) + glibc mutex  forwarded.
  *   glibc cond + klock mutex                   refused: reported (KLOCK_ON_ERROR, abort by
  *                        default) and EINVAL, never corruption. Make both process-shared.
+ * Cancellation: the three waits are cancellation points. glibc's deferred cancel only
+ * marks the target, and unwinding a waiter asynchronously would tear a parking-lot queue,
+ * so pthread_cancel is interposed too: it forwards, then wakes the target if it sleeps in
+ * one of our waits; the woken waiter retakes the mutex and acts on the cancel with
+ * pthread_testcancel(), so cleanup handlers run holding it (preload/cond.c).
  * LiTL's pairing (release the fast lock, wait on a real cond with a shadow real mutex,
  * retake both) makes every wait and wake-up take two locks and keeps the herd; here a
  * wait is one queue operation and a broadcast one requeue.
@@ -265,6 +271,7 @@ static const char *const real_names[KLP_R_COUNT] = {
 	KLP_NAME(pthread_spin_init), KLP_NAME(pthread_spin_destroy),
 	KLP_NAME(pthread_spin_lock), KLP_NAME(pthread_spin_trylock),
 	KLP_NAME(pthread_spin_unlock),
+	KLP_NAME(pthread_cancel),
 };
 
 _Atomic(klp_fn) klp_real_fn[KLP_R_COUNT];
