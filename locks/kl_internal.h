@@ -99,6 +99,16 @@ uint64_t kli_cycles_to_ns(uint64_t cycles);
 void kli_report(const char *what, const char *kind, const void *lock, const void *caller,
 		const char *detail);
 
+/* kli_report()'s message alone, whatever KLOCK_ON_ERROR says (libklock-preload's "warn
+ * once, behave as glibc" answers to NORMAL-mutex and spinlock misuse). */
+void kli_report_msg(const char *what, const char *kind, const void *lock, const void *caller,
+		    const char *detail);
+
+/* Set by libklock-preload: prints its per-lock misuse counts at the end of lockstat's text
+ * report (NULL elsewhere). */
+typedef void (*kli_misuse_print_fn)(void *file);
+extern _Atomic(kli_misuse_print_fn) kli_misuse_print;
+
 /* Format "sym+0xoff (object)" for a code address into buf (dladdr, then .symtab). */
 void kli_symbolize(const void *addr, char *buf, size_t len);
 
@@ -139,6 +149,16 @@ static inline const void *kli_site(const void *site)
 {
 	return site;
 }
+#endif
+
+#if KLOCK_PRELOAD
+/* libklock-preload (preload/misuse.c): a NORMAL pthread mutex's misuse, answered as glibc
+ * does. The owner relocked @lock: reported (KLOCK_ON_ERROR), then blocks for ever - POSIX's
+ * deadlock; never returns. */
+void kli_preload_relock(const void *lock, const void *site) __attribute__((noreturn));
+/* An unlock of @lock by a thread that does not hold it (@foreign: another does): reported;
+ * true when the caller must release it all the same (glibc releases a foreign hold). */
+bool kli_preload_unlock_misuse(const void *lock, bool foreign, const void *site);
 #endif
 
 /* ---- test points (fault injection, locks/report.c) --------------------------------- */

@@ -244,6 +244,16 @@ void klp_sleep_until(const struct klp_deadline *d);
 /* A one-line message on stderr: "klock-preload: ..." (no locks, one write(2)). */
 void klp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- undefined-behaviour misuse, answered as glibc (preload/misuse.c) ------------------ */
+
+/* A NORMAL mutex relocked by its owner: reported per KLOCK_ON_ERROR, then blocks for ever. */
+void klp_misuse_relock(const void *lock, const void *site) __attribute__((noreturn));
+
+/* An unlock of a free (@foreign false) or foreign-held NORMAL mutex or spinlock: reported
+ * per KLOCK_ON_ERROR (once per lock by default; abort aborts); the caller then does what
+ * glibc does (nothing for a free lock, release a foreign hold). */
+void klp_misuse_unlock(const char *kind, const void *lock, bool foreign, const void *site);
+
 /* ---- mutex internals other files use (preload/mutex.c) --------------------------------- */
 
 /* The tag of @m after adoption: a klock tag, or 0 when @m is glibc's (forward it). */

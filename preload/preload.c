@@ -54,9 +54,12 @@
  *
  * Semantics, per mutex type:
  *   NORMAL, DEFAULT, ADAPTIVE_NP   kl_mutex. Relock by the owner, unlock by a non-owner
- *                        and double unlock are undefined in POSIX; glibc hangs or lets
- *                        them pass, klock reports them (KLOCK_ON_ERROR). A timed relock
- *                        waits out its deadline and returns ETIMEDOUT, as glibc does.
+ *                        and double unlock are undefined in POSIX; they are answered as
+ *                        glibc does - the relock deadlocks, an unlock returns 0 and leaves
+ *                        the mutex free (a foreign hold released) - and reported once per
+ *                        lock (KLOCK_ON_ERROR=warn: every time; =abort: abort), counted in
+ *                        lockstat's report (preload/misuse.c). A timed relock waits out its
+ *                        deadline and returns ETIMEDOUT, as glibc does.
  *   ERRORCHECK           kl_mutex + ownership checks: EDEADLK on relock, EPERM on unlock
  *                        by a non-owner (kl_mutex_owned()); trylock by the owner EBUSY.
  *   RECURSIVE            kl_mutex + a depth counter written only by the owner; EAGAIN at

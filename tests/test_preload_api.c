@@ -13,6 +13,8 @@
  * succeeds; timed rows check that ETIMEDOUT never comes before the deadline.
  */
 #include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "preload_test.h"
 
@@ -690,6 +692,126 @@ static void test_preload_spinlock_private_and_shared(void **state)
 	s_cycle(&s);
 }
 
+/* ================================ undefined behaviour, as glibc ========================== */
+
+/* POSIX leaves relock and foreign or double unlock of a NORMAL/DEFAULT mutex, and unlock of
+ * a free spinlock, undefined. glibc: relock deadlocks; unlock returns 0 and leaves the lock
+ * free (a foreign hold is released). A program that runs under glibc must not be stopped
+ * by the interposer for them (it reports each lock once; KLOCK_ON_ERROR=abort aborts). */
+static void ub_unlock_as_glibc(pthread_mutex_t *m, const char *how)
+{
+	struct pt_helper h;
+	int r1, r2, r3;
+
+	r1 = pthread_mutex_unlock(m);            /* free */
+	r2 = pthread_mutex_trylock(m);           /* ... and still free */
+	if (r2 == 0)
+		pthread_mutex_unlock(m);
+	pt_helper_start(&h, m_lock_fn, NULL, m); /* held by another thread */
+	r3 = pthread_mutex_unlock(m);            /* released */
+	if (r1 != 0 || r2 != 0 || r3 != 0 || pthread_mutex_trylock(m) != 0)
+		fail_msg("mutex %s, %s: unlock free %d, then trylock %d, unlock foreign %d "
+			 "(expected 0, 0, 0, then free)", how, preloaded ? "klock" : "glibc", r1, r2,
+			 r3);
+	assert_int_equal(pthread_mutex_unlock(m), 0);
+	pt_helper_finish(&h);
+	pthread_mutex_destroy(m); /* glibc's counts users: after the extra unlocks, EBUSY */
+}
+
+static void test_preload_normal_mutex_and_spinlock_unlock_misuse_answers_as_glibc(void **state)
+{
+	pthread_spinlock_t s;
+	pthread_mutex_t m;
+	struct pt_helper h;
+
+	(void)state;
+	unsetenv("KLOCK_ON_ERROR"); /* the default: report once, answer as glibc */
+	for (int k = MK_NORMAL; k <= MK_DEFAULT; k++)
+		for (int how = 0; how < MH_COUNT; how++)
+			if (m_create(&m, k, how))
+				ub_unlock_as_glibc(&m, mh_names[how]);
+	assert_int_equal(pthread_spin_init(&s, PTHREAD_PROCESS_PRIVATE), 0);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	assert_int_equal(pthread_spin_trylock(&s), 0);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	pt_helper_start(&h, s_lock_fn, NULL, (void *)(uintptr_t)&s);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	assert_int_equal(pthread_spin_trylock(&s), 0);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	pt_helper_finish(&h);
+	assert_int_equal(pthread_spin_destroy(&s), 0);
+}
+
+/* How long a relocking child must stay blocked before the test kills it. */
+#define RELOCK_BLOCKED_MS 300
+
+/* A child relocks a mutex of kind @k made the way @how says; it says so on @fd first. */
+static void ub_relock_child(enum mkind k, enum mhow how, int fd)
+{
+	pthread_mutex_t m;
+
+	alarm(60); /* never outlive the test */
+	if (!m_create(&m, k, how) || pthread_mutex_lock(&m) != 0)
+		_exit(2);
+	if (write(fd, "r", 1) != 1)
+		_exit(3);
+	pthread_mutex_lock(&m);
+	_exit(4); /* the relock returned */
+}
+
+static void test_preload_normal_mutex_relock_deadlocks(void **state)
+{
+	(void)state;
+	unsetenv("KLOCK_ON_ERROR");
+	for (int k = MK_NORMAL; k <= MK_DEFAULT; k++)
+		for (int how = 0; how < MH_COUNT; how++) {
+			int fd[2], status;
+			char c;
+			pid_t pid;
+
+			if (k != MK_NORMAL && how == MH_ZERO)
+				continue;
+			assert_int_equal(pipe(fd), 0);
+			pid = fork();
+			assert_true(pid >= 0);
+			if (pid == 0)
+				ub_relock_child(k, how, fd[1]);
+			assert_int_equal(read(fd[0], &c, 1), 1);
+			klt_sleep_ms(RELOCK_BLOCKED_MS);
+			if (waitpid(pid, &status, WNOHANG) != 0)
+				fail_msg("mutex %s (%s), %s: the relock did not block (child %s %d)",
+					 mk_names[k], mh_names[how], preloaded ? "klock" : "glibc",
+					 WIFSIGNALED(status) ? "killed by signal" : "exited",
+					 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			kill(pid, SIGKILL);
+			assert_int_equal(waitpid(pid, &status, 0), pid);
+			assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+			close(fd[0]);
+			close(fd[1]);
+		}
+}
+
+/* KLOCK_ON_ERROR=abort still stops at the misuse (klock's way of finding the bug). */
+static void test_preload_misuse_aborts_with_klock_on_error_abort(void **state)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (!preloaded || getenv_is("KLOCK_MUTEX", "pthread"))
+		skip(); /* glibc never aborts here */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("KLOCK_ON_ERROR", "abort", 1);
+		pthread_mutex_unlock(&m);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+}
+
 /* ================================ far-future deadlines ================================== */
 
 /* How long a timed call with a far-future deadline must stay blocked before the test
@@ -840,6 +962,9 @@ int main(void)
 		cmocka_unit_test(test_preload_rwlock_pshared_is_glibc),
 		cmocka_unit_test(test_preload_spinlock_private_and_shared),
 		cmocka_unit_test(test_preload_far_future_deadlines_do_not_time_out_at_once),
+		cmocka_unit_test(test_preload_normal_mutex_and_spinlock_unlock_misuse_answers_as_glibc),
+		cmocka_unit_test(test_preload_normal_mutex_relock_deadlocks),
+		cmocka_unit_test(test_preload_misuse_aborts_with_klock_on_error_abort),
 	};
 
 	preloaded = pt_preloaded();
