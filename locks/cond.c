@@ -39,11 +39,21 @@
  *       the bucket lock and finds the requeued sleepers).
  *   The hand-off of the mutex to a requeued waiter is mutex.c's H1/K2.
  *
+ * The interposer's entry, kli_cond_wait_ext() (cond_impl.h), adds a CLOCK_REALTIME
+ * deadline (the park follows clock steps), a validate step under the bucket lock (the
+ * waiter does not sleep when it says no: never queued, so counted out at once and the
+ * mutex never released) and a park cookie, by which pthread_cancel wakes one waiter with
+ * KLI_COND_TOKEN_KICK. A kicked waiter, like one that timed out on the condvar's queue,
+ * counts itself out: the only waiters that touch the condvar after leaving its queue, and
+ * neither was woken by a signal or broadcast, so "broadcast, then destroy" stays safe.
+ *
  * Pros: no herd; signal/broadcast with no waiters is one load; waiters never touch the
  * condvar after being woken. Cons / limits: one mutex per condvar at a time; CLOCK_MONOTONIC
- * only; not process-shared; waiters are woken FIFO, not by priority.
+ * only (kl_cond_timedwait; CLOCK_REALTIME only through the interposer's entry); not
+ * process-shared; waiters are woken FIFO, not by priority.
  */
 #include <klock/cond.h>
+#include "cond_impl.h"
 #include "hooks.h"
 #include "mutex_impl.h"
 #include "park.h"
@@ -65,6 +75,7 @@ static bool cond_destroyed(const struct kl_cond *c)
 struct cond_sleeper {
 	struct kl_mutex *m;
 	const void *site;
+	const struct kli_cond_wait *w;
 };
 
 /* After we are queued on the condvar (I1): release the mutex. */
@@ -82,27 +93,45 @@ static void cond_took_handoff(struct kl_mutex *m, const void *site)
 	kli_hook_acquired(m, KLI_KIND_MUTEX, 0, site);
 }
 
-/* Sleeps on @c; returns 0 or ETIMEDOUT, holding @m again either way. */
-static int cond_sleep(struct kl_cond *c, struct kl_mutex *m, const struct timespec *abstime,
+/* The preload's validate step (cond_impl.h), given the sleeper. */
+static bool cond_validate(void *arg)
+{
+	const struct cond_sleeper *cs = arg;
+
+	return cs->w->validate(cs->w->arg);
+}
+
+/* Sleeps on @c; returns 0 or ETIMEDOUT, holding @m again either way. @w: the deadline and
+ * the preload's extras (cond_impl.h). */
+static int cond_sleep(struct kl_cond *c, struct kl_mutex *m, const struct kli_cond_wait *w,
 		      const void *site)
 {
 	struct kli_thread *self = kli_self();
-	struct cond_sleeper cs = { m, site };
+	struct cond_sleeper cs = { m, site, w };
 	struct kli_park_req req = { .key = c, .before_sleep = cond_before_sleep, .arg = &cs,
-				    .abstime = abstime };
+				    .abstime = w->abstime, .realtime = w->realtime,
+				    .validate = w->validate != NULL ? cond_validate : NULL,
+				    .cookie = w->cookie };
 	uintptr_t token = KLI_MTX_TOKEN_WAKE;
+	enum kli_park_result r;
 	int err = 0;
 
 	atomic_store_explicit(&c->mutex, (uintptr_t)m, memory_order_relaxed);
 	/* V1: release: a broadcaster that sees the count (V2, acquire) sees `mutex` too. */
 	atomic_fetch_add_explicit(&c->waiters, 1, memory_order_release);
 	self->mtx_losses = 0; /* a requeued waiter starts afresh on the mutex */
-	if (kli_park(&req, &token) == KLI_PARK_TIMEDOUT) {
-		err = ETIMEDOUT;
-		/* Still on the condvar's queue when we left it: nobody counted us out. */
-		if (atomic_load_explicit(&self->park_key, memory_order_relaxed) == c)
-			atomic_fetch_sub_explicit(&c->waiters, 1, memory_order_relaxed);
+	r = kli_park(&req, &token);
+	if (r == KLI_PARK_INVALID) { /* never queued, @m never released */
+		atomic_fetch_sub_explicit(&c->waiters, 1, memory_order_relaxed);
+		return 0;
 	}
+	if (r == KLI_PARK_TIMEDOUT)
+		err = ETIMEDOUT;
+	/* Left the condvar's own queue by a timeout or a kick: nobody counted us out. */
+	if ((r == KLI_PARK_TIMEDOUT &&
+	     atomic_load_explicit(&self->park_key, memory_order_relaxed) == c) ||
+	    (r == KLI_PARK_UNPARKED && token == KLI_COND_TOKEN_KICK))
+		atomic_fetch_sub_explicit(&c->waiters, 1, memory_order_relaxed);
 	if (token == KLI_MTX_TOKEN_HANDOFF) {
 		cond_took_handoff(m, site);
 		return 0;
@@ -163,7 +192,7 @@ void kl_cond_wait(struct kl_cond *c, struct kl_mutex *m)
 		cond_report(c, cond_misuse(err), site);
 		return;
 	}
-	cond_sleep(c, m, NULL, site);
+	cond_sleep(c, m, &(struct kli_cond_wait){ 0 }, site);
 }
 
 int kl_cond_timedwait(struct kl_cond *c, struct kl_mutex *m, const struct timespec *abstime)
@@ -179,7 +208,23 @@ int kl_cond_timedwait(struct kl_cond *c, struct kl_mutex *m, const struct timesp
 			cond_report(c, cond_misuse(err), site);
 		return err;
 	}
-	return cond_sleep(c, m, abstime, site);
+	return cond_sleep(c, m, &(struct kli_cond_wait){ .abstime = abstime }, site);
+}
+
+int kli_cond_wait_ext(struct kl_cond *c, struct kl_mutex *m, const struct kli_cond_wait *w,
+		      const void *site)
+{
+	int err;
+
+	if (w->abstime != NULL && !kli_timespec_valid(w->abstime))
+		return EINVAL;
+	err = cond_check(c, m);
+	if (err != 0) {
+		if (KLOCK_DEBUG_LOCKS || w->abstime == NULL) /* as kl_cond_wait / timedwait */
+			cond_report(c, cond_misuse(err), site);
+		return err;
+	}
+	return cond_sleep(c, m, w, site);
 }
 
 /* Under the bucket lock: the signaller counts the woken waiter out (see `waiters`). */

@@ -56,9 +56,16 @@ static inline bool kli_timespec_valid(const struct timespec *ts)
 	return ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < (long)KLI_NSEC_PER_SEC;
 }
 
+/* @ts (valid: see above) in nanoseconds, saturated: a deadline past 2^64 ns (year 2554;
+ * any tv_sec up to LONG_MAX is a valid timespec) reads UINT64_MAX, "never", instead of
+ * wrapping round to a time that has long passed. */
 static inline uint64_t kli_timespec_ns(const struct timespec *ts)
 {
-	return (uint64_t)ts->tv_sec * KLI_NSEC_PER_SEC + (uint64_t)ts->tv_nsec;
+	uint64_t sec = (uint64_t)ts->tv_sec;
+
+	if (kl_unlikely(sec >= UINT64_MAX / KLI_NSEC_PER_SEC))
+		return UINT64_MAX;
+	return sec * KLI_NSEC_PER_SEC + (uint64_t)ts->tv_nsec;
 }
 
 /* True when the absolute CLOCK_MONOTONIC deadline (may be NULL = never) has passed. */
@@ -66,6 +73,15 @@ bool kli_deadline_passed(const struct timespec *abstime);
 
 /* The absolute CLOCK_MONOTONIC deadline @ns from now. */
 void kli_deadline_after(struct timespec *abstime, uint64_t ns);
+
+/* kl_wait() with an absolute CLOCK_REALTIME deadline (not NULL) that follows steps of the
+ * realtime clock: ETIMEDOUT only once CLOCK_REALTIME has reached @abstime. The futex
+ * backend arms a realtime kernel timer (FUTEX_CLOCK_REALTIME); the parking backend
+ * converts to CLOCK_MONOTONIC and re-converts after each timeout, so a forward step is
+ * noticed only at the converted deadline (wait_parking.c). For the interposer's POSIX
+ * timed waits (libklock-preload always uses the futex backend). */
+int kli_wait_realtime(const _Atomic uint32_t *addr, uint32_t expected,
+		      const struct timespec *abstime);
 
 /* kl_arch_cycles() <-> nanoseconds, calibrated once at init (identity where the arch
  * counter already counts nanoseconds). Used for time-based spin budgets. */
@@ -82,6 +98,16 @@ uint64_t kli_cycles_to_ns(uint64_t cycles);
  */
 void kli_report(const char *what, const char *kind, const void *lock, const void *caller,
 		const char *detail);
+
+/* kli_report()'s message alone, whatever KLOCK_ON_ERROR says (libklock-preload's "warn
+ * once, behave as glibc" answers to NORMAL-mutex and spinlock misuse). */
+void kli_report_msg(const char *what, const char *kind, const void *lock, const void *caller,
+		    const char *detail);
+
+/* Set by libklock-preload: prints its per-lock misuse counts at the end of lockstat's text
+ * report (NULL elsewhere). */
+typedef void (*kli_misuse_print_fn)(void *file);
+extern _Atomic(kli_misuse_print_fn) kli_misuse_print;
 
 /* Format "sym+0xoff (object)" for a code address into buf (dladdr, then .symtab). */
 void kli_symbolize(const void *addr, char *buf, size_t len);
@@ -123,6 +149,16 @@ static inline const void *kli_site(const void *site)
 {
 	return site;
 }
+#endif
+
+#if KLOCK_PRELOAD
+/* libklock-preload (preload/misuse.c): a NORMAL pthread mutex's misuse, answered as glibc
+ * does. The owner relocked @lock: reported (KLOCK_ON_ERROR), then blocks for ever - POSIX's
+ * deadlock; never returns. */
+void kli_preload_relock(const void *lock, const void *site) __attribute__((noreturn));
+/* An unlock of @lock by a thread that does not hold it (@foreign: another does): reported;
+ * true when the caller must release it all the same (glibc releases a foreign hold). */
+bool kli_preload_unlock_misuse(const void *lock, bool foreign, const void *site);
 #endif
 
 /* ---- test points (fault injection, locks/report.c) --------------------------------- */

@@ -359,6 +359,8 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 	}
 	if (err == 0 && ng > 0)
 		text_summary(f, sorted, g, ng, s, o);
+	if (err == 0 && atomic_load_explicit(&kli_misuse_print, memory_order_relaxed) != NULL)
+		atomic_load_explicit(&kli_misuse_print, memory_order_relaxed)(f); /* preload */
 	return err;
 }
 

@@ -440,15 +440,30 @@ static uintptr_t mtx_unpark_cb(const struct kli_unpark_result *r, void *arg)
 	return handoff ? KLI_MTX_TOKEN_HANDOFF : KLI_MTX_TOKEN_WAKE;
 }
 
+/* An unlock by a non-owner: reported, nothing released (false). libklock-preload's copy
+ * answers as glibc's NORMAL mutex does: a foreign hold is released all the same (true). */
+static KL_COLD bool mtx_misuse_unlock(struct kl_mutex *m, uintptr_t v, const void *site)
+{
+#if KLOCK_PRELOAD
+	if (!(v & KLI_MTX_DESTROYED))
+		return kli_preload_unlock_misuse(m, kli_mtx_owner(v) != 0, site);
+#endif
+	mtx_report_unlock(m, v, site);
+	return false;
+}
+
 /* Contended unlock: PARKED or SPINNER is set, or the caller does not own @m. */
 static bool mtx_release_slow(struct kl_mutex *m, kli_owner_t me, const void *site)
 {
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed);
+	bool forced = false;
 
 	for (;;) {
-		if (me == 0 || kli_mtx_owner(v) != me || (v & KLI_MTX_DESTROYED)) {
-			mtx_report_unlock(m, v, site);
-			return false;
+		if (!forced &&
+		    (me == 0 || kli_mtx_owner(v) != me || (v & KLI_MTX_DESTROYED))) {
+			if (!mtx_misuse_unlock(m, v, site))
+				return false;
+			forced = true;
 		}
 		if (v & KLI_MTX_PARKED) {
 			atomic_thread_fence(memory_order_acquire); /* P2: pairs with P1 */
@@ -531,9 +546,14 @@ static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, kli_owner_t me,
 						     memory_order_acquire, memory_order_relaxed))
 		err = mtx_lock_slow(m, self, NULL, 0, site);
 	kli_hook_acquired(m, MTX_KIND, err != 0 ? KLI_HF_FAILED : 0, site);
-	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
+	if (kl_unlikely(err != 0)) { /* every build: free to detect, fatal to ignore */
+#if KLOCK_PRELOAD
+		if (err == EDEADLK) /* a NORMAL pthread mutex: deadlocks, as POSIX says */
+			kli_preload_relock(m, site);
+#endif
 		mtx_report(m, err == EDEADLK ? "relock of a held non-recursive lock"
 					     : "use after destroy", site);
+	}
 }
 
 /*

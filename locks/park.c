@@ -145,7 +145,11 @@ enum kli_park_result kli_park(const struct kli_park_req *req, uintptr_t *token)
 
 	/* K2: acquire, pairs with K1 in the unparkers. */
 	while (atomic_load_explicit(&self->park_state, memory_order_acquire) == KLI_PARK_WAITING) {
-		if (kl_wait(&self->park_state, KLI_PARK_WAITING, req->abstime) == ETIMEDOUT)
+		int r = req->realtime && req->abstime != NULL ?
+				kli_wait_realtime(&self->park_state, KLI_PARK_WAITING, req->abstime) :
+				kl_wait(&self->park_state, KLI_PARK_WAITING, req->abstime);
+
+		if (r == ETIMEDOUT)
 			return park_timeout(self, token);
 	}
 	*token = self->park_token;

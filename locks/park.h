@@ -39,6 +39,8 @@ struct kli_park_req {
 	void *arg;
 	uint64_t since_ns;               /* when this acquisition started waiting (0 = now) */
 	const struct timespec *abstime;  /* absolute CLOCK_MONOTONIC deadline or NULL */
+	bool realtime;                   /* abstime is on CLOCK_REALTIME instead and follows
+	                                  * its steps (kli_wait_realtime()) */
 	uintptr_t cookie;                /* what this waiter waits for, for kli_unpark_cookie()
 	                                  * (a ticket number, say); 0 when unused */
 };

@@ -60,6 +60,14 @@ static bool report_aborts(void)
 void kli_report(const char *what, const char *kind, const void *lock, const void *caller,
 		const char *detail)
 {
+	kli_report_msg(what, kind, lock, caller, detail);
+	if (report_aborts())
+		abort();
+}
+
+void kli_report_msg(const char *what, const char *kind, const void *lock, const void *caller,
+		    const char *detail)
+{
 	char desc[160], site[200], line[REPORT_MAX];
 	int n;
 
@@ -76,9 +84,9 @@ void kli_report(const char *what, const char *kind, const void *lock, const void
 	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* nothing better to do with a failing stderr */
 	}
-	if (report_aborts())
-		abort();
 }
+
+_Atomic(kli_misuse_print_fn) kli_misuse_print;
 
 _Atomic(kli_test_hook_fn) kli_test_hook;
 

@@ -5,6 +5,9 @@
  * FUTEX_WAIT_BITSET with FUTEX_BITSET_MATCH_ANY is FUTEX_WAIT with an ABSOLUTE timeout,
  * measured on CLOCK_MONOTONIC (no FUTEX_CLOCK_REALTIME): exactly kl_wait()'s contract, and
  * a retry after EINTR keeps the same deadline instead of restarting a relative one.
+ * kli_wait_realtime() adds FUTEX_CLOCK_REALTIME: the kernel's timer is then an absolute
+ * CLOCK_REALTIME one and follows clock_settime() steps (what glibc's condvar uses), for the
+ * interposer's POSIX timed waits.
  * Process-private (FUTEX_PRIVATE_FLAG): the kernel hashes by (mm, address), skipping the
  * shared-mapping lookup. The kernel's compare-and-sleep is atomic against FUTEX_WAKE on the
  * same word, which is what makes "load state, decide to sleep, kl_wait(old)" race-free.
@@ -22,7 +25,9 @@ static long sys_futex(const volatile void *addr, int op, uint32_t val,
 	return syscall(SYS_futex, addr, op, val, ts, NULL, val3);
 }
 
-int kl_wait(const _Atomic uint32_t *addr, uint32_t expected, const struct timespec *abstime)
+/* kl_wait() with the futex operation @op (the clock flag). */
+static int futex_wait_abs(const _Atomic uint32_t *addr, uint32_t expected,
+			  const struct timespec *abstime, int op)
 {
 	int saved = errno, ret = 0;
 
@@ -31,8 +36,7 @@ int kl_wait(const _Atomic uint32_t *addr, uint32_t expected, const struct timesp
 	for (;;) {
 		if (atomic_load_explicit(addr, memory_order_relaxed) != expected)
 			break;
-		if (sys_futex(addr, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, abstime,
-			      FUTEX_BITSET_MATCH_ANY) == 0)
+		if (sys_futex(addr, op, expected, abstime, FUTEX_BITSET_MATCH_ANY) == 0)
 			break;
 		if (errno == EINTR)
 			continue;       /* a signal handler ran: same deadline, wait again */
@@ -42,6 +46,18 @@ int kl_wait(const _Atomic uint32_t *addr, uint32_t expected, const struct timesp
 	}
 	errno = saved;
 	return ret;
+}
+
+int kl_wait(const _Atomic uint32_t *addr, uint32_t expected, const struct timespec *abstime)
+{
+	return futex_wait_abs(addr, expected, abstime, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG);
+}
+
+int kli_wait_realtime(const _Atomic uint32_t *addr, uint32_t expected,
+		      const struct timespec *abstime)
+{
+	return futex_wait_abs(addr, expected, abstime,
+			      FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 }
 
 int kl_wake(const _Atomic uint32_t *addr, int n)

@@ -137,6 +137,32 @@ int kl_wait(const _Atomic uint32_t *addr, uint32_t expected, const struct timesp
 	return ret;
 }
 
+/* The parking backend's realtime wait: the deadline converted to CLOCK_MONOTONIC, and
+ * converted again after a timeout that the realtime clock does not confirm (a backward
+ * step). A forward step is not seen before the converted deadline. */
+int kli_wait_realtime(const _Atomic uint32_t *addr, uint32_t expected,
+		      const struct timespec *abstime)
+{
+	struct timespec now, mono;
+	uint64_t dl, t;
+	int ret;
+
+	if (!kli_timespec_valid(abstime))
+		return EINVAL;
+	dl = kli_timespec_ns(abstime);
+	for (;;) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		t = kli_timespec_ns(&now);
+		if (t >= dl)
+			return ETIMEDOUT;
+		t = dl - t;
+		kli_deadline_after(&mono, t < UINT64_MAX - kli_now_ns() ? t : UINT64_MAX / 2);
+		ret = kl_wait(addr, expected, &mono);
+		if (ret != ETIMEDOUT)
+			return ret;
+	}
+}
+
 int kl_wake(const _Atomic uint32_t *addr, int n)
 {
 	struct park_bucket *b = bucket_of(addr);

@@ -192,6 +192,7 @@ enum klp_real_id {
 	KLP_R_pthread_rwlock_clockwrlock, KLP_R_pthread_rwlock_unlock,
 	KLP_R_pthread_spin_init, KLP_R_pthread_spin_destroy, KLP_R_pthread_spin_lock,
 	KLP_R_pthread_spin_trylock, KLP_R_pthread_spin_unlock,
+	KLP_R_pthread_cancel,
 	KLP_R_COUNT
 };
 
@@ -224,7 +225,7 @@ struct klp_deadline {
  * (@d's deadline has passed on its own clock), or EINVAL (tv_nsec out of range). For
  * CLOCK_REALTIME the slice ends at most KLP_REALTIME_SLICE_NS from now, so a step of the
  * realtime clock is noticed within a slice (preload.c); *@last says the slice reaches the
- * caller's deadline.
+ * caller's deadline. For the lock calls; a condvar wait parks on the deadline's own clock.
  */
 int klp_deadline_slice(const struct klp_deadline *d, struct timespec *mono, bool *last);
 
@@ -242,6 +243,16 @@ void klp_sleep_until(const struct klp_deadline *d);
 
 /* A one-line message on stderr: "klock-preload: ..." (no locks, one write(2)). */
 void klp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- undefined-behaviour misuse, answered as glibc (preload/misuse.c) ------------------ */
+
+/* A NORMAL mutex relocked by its owner: reported per KLOCK_ON_ERROR, then blocks for ever. */
+void klp_misuse_relock(const void *lock, const void *site) __attribute__((noreturn));
+
+/* An unlock of a free (@foreign false) or foreign-held NORMAL mutex or spinlock: reported
+ * per KLOCK_ON_ERROR (once per lock by default; abort aborts); the caller then does what
+ * glibc does (nothing for a free lock, release a foreign hold). */
+void klp_misuse_unlock(const char *kind, const void *lock, bool foreign, const void *site);
 
 /* ---- mutex internals other files use (preload/mutex.c) --------------------------------- */
 

@@ -269,6 +269,19 @@ static bool mutex_trylock_raw(struct klp_mutex *m, uint64_t t)
 	}
 }
 
+/* Whether FIFO holder word @h names the calling thread. */
+static bool fifo_holder_is_self(uint64_t t, uintptr_t h)
+{
+	kli_owner_t me = kli_tls_owner;
+
+	if (me == 0 || h == 0)
+		return false;
+	if (KLP_TAG_IMPL(t) == KLP_I_TICKET)
+		return h == me;
+	/* nodes are never freed */
+	return atomic_load_explicit(&((struct klp_mcs_node *)h)->owner, memory_order_relaxed) == me;
+}
+
 void klp_mutex_unlock_raw(struct klp_mutex *m, uint64_t t)
 {
 	uintptr_t h;
@@ -278,11 +291,12 @@ void klp_mutex_unlock_raw(struct klp_mutex *m, uint64_t t)
 		return;
 	}
 	h = atomic_exchange_explicit(&m->u.fifo.holder, 0, memory_order_relaxed);
-	if (h == 0) {
-		kli_report("unlock of a lock not held (double unlock?)", "mutex", m,
-			   KLI_SITE(), NULL);
+	if (h == 0) { /* a free NORMAL mutex: glibc's answer, nothing changes (misuse.c) */
+		klp_misuse_unlock("mutex", m, false, KLI_SITE());
 		return;
 	}
+	if (kl_unlikely(!fifo_holder_is_self(t, h))) /* glibc releases a foreign hold too */
+		klp_misuse_unlock("mutex", m, true, KLI_SITE());
 	if (KLP_TAG_IMPL(t) == KLP_I_TICKET) {
 		kl_ticket_unlock(&m->u.fifo.l.ticket);
 	} else {
@@ -370,6 +384,8 @@ static int mutex_lock_tagged(struct klp_mutex *m, uint64_t t)
 
 	if (t & KLP_TAG_DESTROYED)
 		return EINVAL;
+	if (kind == KLP_K_NORMAL && KLP_TAG_IMPL(t) != KLP_I_ADAPTIVE && klp_mutex_owned(m, t))
+		klp_misuse_relock(m, KLI_SITE()); /* POSIX: deadlock (kl_mutex's: misuse.c) */
 	if (kind != KLP_K_NORMAL && klp_mutex_owned(m, t)) {
 		if (kind == KLP_K_ERRORCHECK)
 			return EDEADLK;

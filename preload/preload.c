@@ -4,7 +4,8 @@
  *
  * What it is. `LD_PRELOAD=libklock-preload.so program` puts this library first in the
  * symbol search order, so the program's (and its libraries') calls to pthread_mutex_*,
- * pthread_cond_*, pthread_rwlock_* and pthread_spin_* land here. Each object is decided
+ * pthread_cond_*, pthread_rwlock_* and pthread_spin_* (and pthread_cancel, for the condvar
+ * waits' cancellation) land here. Each object is decided
  * once - a klock lock, or glibc's own and forwarded to the real function found with
  * dlsym(RTLD_NEXT) - and the decision is written INTO the object, so every later call
  * knows it from one load. LiTL (userspace-peers.md section 3) does the same job with a
@@ -54,9 +55,12 @@
  *
  * Semantics, per mutex type:
  *   NORMAL, DEFAULT, ADAPTIVE_NP   kl_mutex. Relock by the owner, unlock by a non-owner
- *                        and double unlock are undefined in POSIX; glibc hangs or lets
- *                        them pass, klock reports them (KLOCK_ON_ERROR). A timed relock
- *                        waits out its deadline and returns ETIMEDOUT, as glibc does.
+ *                        and double unlock are undefined in POSIX; they are answered as
+ *                        glibc does - the relock deadlocks, an unlock returns 0 and leaves
+ *                        the mutex free (a foreign hold released) - and reported once per
+ *                        lock (KLOCK_ON_ERROR=warn: every time; =abort: abort), counted in
+ *                        lockstat's report (preload/misuse.c). A timed relock waits out its
+ *                        deadline and returns ETIMEDOUT, as glibc does.
  *   ERRORCHECK           kl_mutex + ownership checks: EDEADLK on relock, EPERM on unlock
  *                        by a non-owner (kl_mutex_owned()); trylock by the owner EBUSY.
  *   RECURSIVE            kl_mutex + a depth counter written only by the owner; EAGAIN at
@@ -67,15 +71,18 @@
  *                        pthread_mutex_consistent() and the priority ceiling calls.
  * Timed calls: pthread_*_timedlock/timedwait take CLOCK_REALTIME deadlines (the condvar's
  * clock attribute for timedwait), the *_clock* variants REALTIME or MONOTONIC (others:
- * EINVAL, as glibc); klock waits on CLOCK_MONOTONIC deadlines. A REALTIME deadline is
- * converted per slice of at most KLP_REALTIME_SLICE_NS: the wait never ends before the
- * realtime clock reaches the deadline (a backward step just means more slices), and a
- * forward step is noticed at the end of the current slice (late by at most one slice).
- * A condvar wait whose slice ends early returns 0 - a spurious wake-up, which callers
- * must handle anyway - because sleeping again without re-checking the predicate could
- * miss a signal sent between the slices. As glibc: a free mutex is taken even when the
- * deadline is malformed or past; tv_nsec out of range on a real wait is EINVAL; a
- * negative tv_sec is a deadline that has passed (ETIMEDOUT).
+ * EINVAL, as glibc). A condvar wait parks once, on the deadline's own clock: a REALTIME
+ * deadline arms a realtime kernel timer (FUTEX_CLOCK_REALTIME, kli_park_req.realtime)
+ * that follows clock_settime() steps as glibc's does, so it returns ETIMEDOUT exactly
+ * when the realtime clock reaches the deadline and 0 only when signalled (or cancelled).
+ * The mutex and rwlock timed calls wait on CLOCK_MONOTONIC deadlines, converted per
+ * slice of at most KLP_REALTIME_SLICE_NS and retried until the realtime clock reaches
+ * the deadline: never early (a backward step just means more slices), a forward step
+ * noticed at the end of the current slice (late by at most one slice); a lock, unlike a
+ * condvar, loses nothing when its waiter retries. As glibc: a free mutex is taken even
+ * when the deadline is malformed or past; tv_nsec out of range on a real wait is EINVAL;
+ * a negative tv_sec is a deadline that has passed (ETIMEDOUT); any valid tv_sec, up to
+ * LONG_MAX, is a deadline (conversions saturate instead of wrapping).
  *
  * Condvars. glibc's pthread_cond_wait() releases and retakes the mutex with libc-internal
  * functions that this library cannot interpose, so a glibc condvar can only be used with a
@@ -91,6 +98,11 @@
  *   glibc cond (process-shared) + glibc mutex  forwarded.
  *   glibc cond + klock mutex                   refused: reported (KLOCK_ON_ERROR, abort by
  *                        default) and EINVAL, never corruption. Make both process-shared.
+ * Cancellation: the three waits are cancellation points. glibc's deferred cancel only
+ * marks the target, and unwinding a waiter asynchronously would tear a parking-lot queue,
+ * so pthread_cancel is interposed too: it forwards, then wakes the target if it sleeps in
+ * one of our waits; the woken waiter retakes the mutex and acts on the cancel with
+ * pthread_testcancel(), so cleanup handlers run holding it (preload/cond.c).
  * LiTL's pairing (release the fast lock, wait on a real cond with a shadow real mutex,
  * retake both) makes every wait and wake-up take two locks and keeps the herd; here a
  * wait is one queue operation and a broadcast one requeue.
@@ -155,7 +167,8 @@
 
 #include "klp.h"
 
-/* A CLOCK_REALTIME wait sleeps at most this long before re-reading the realtime clock. */
+/* A CLOCK_REALTIME mutex/rwlock wait sleeps at most this long before re-reading the
+ * realtime clock (condvar waits use a realtime timer instead). */
 #define KLP_REALTIME_SLICE_NS 1000000000ll
 /* Longest message klp_warn() writes. */
 #define KLP_MSG_MAX 512
@@ -262,6 +275,7 @@ static const char *const real_names[KLP_R_COUNT] = {
 	KLP_NAME(pthread_spin_init), KLP_NAME(pthread_spin_destroy),
 	KLP_NAME(pthread_spin_lock), KLP_NAME(pthread_spin_trylock),
 	KLP_NAME(pthread_spin_unlock),
+	KLP_NAME(pthread_cancel),
 };
 
 _Atomic(klp_fn) klp_real_fn[KLP_R_COUNT];
@@ -293,8 +307,14 @@ klp_fn klp_real_resolve(enum klp_real_id id)
 
 /* ---- deadlines ------------------------------------------------------------------------------ */
 
+/* @ts in nanoseconds, saturated at INT64_MAX (year 2262): a far-future deadline stays in
+ * the future instead of overflowing (tv_sec may be anything up to LONG_MAX). */
 static int64_t ts_ns(const struct timespec *ts)
 {
+	if (ts->tv_sec >= INT64_MAX / (int64_t)KLI_NSEC_PER_SEC)
+		return INT64_MAX;
+	if (ts->tv_sec <= INT64_MIN / (int64_t)KLI_NSEC_PER_SEC)
+		return INT64_MIN;
 	return (int64_t)ts->tv_sec * (int64_t)KLI_NSEC_PER_SEC + ts->tv_nsec;
 }
 

@@ -26,8 +26,10 @@
  * Which words are ours: pthread_spin_init(PTHREAD_PROCESS_PRIVATE) stores MARK. A word
  * initialised PROCESS_SHARED, and one nobody initialised (zero), keep glibc's protocol
  * and go to glibc's functions, so a spinlock in shared memory works with processes that
- * do not run under this library. Unlocking a free klock spinlock is reported
- * (KLOCK_ON_ERROR) and changes nothing; glibc's stores 0 and says nothing.
+ * do not run under this library. Unlocking a free klock spinlock changes nothing and
+ * returns 0, as glibc's (which stores 0 and says nothing); it is reported once per lock
+ * (KLOCK_ON_ERROR=warn: every time, =abort: aborts; preload/misuse.c). A foreign unlock
+ * releases the lock, as glibc's: the word records no owner to tell it apart.
  */
 #include "klp.h"
 #include "spin.h"
@@ -124,9 +126,8 @@ KLP_EXPORT int pthread_spin_unlock(pthread_spinlock_t *l)
 	KLP_ENTER();
 	if (kl_unlikely(!spin_ours(v)))
 		return KLP_REAL(pthread_spin_unlock)(l);
-	if (kl_unlikely(spin_owner(v) == spin_next(v))) {
-		kli_report("unlock of a lock not held (double unlock?)", "spinlock", (const void *)w,
-			   KLI_SITE(), NULL);
+	if (kl_unlikely(spin_owner(v) == spin_next(v))) { /* glibc: 0, stays free (misuse.c) */
+		klp_misuse_unlock("spinlock", (const void *)w, false, KLI_SITE());
 		return 0;
 	}
 	atomic_fetch_add_explicit(w, SPIN_OWNER_ONE, memory_order_release); /* S2 */

@@ -12,6 +12,10 @@
  * that the call waits for the holder's release (never returns before it) and then
  * succeeds; timed rows check that ETIMEDOUT never comes before the deadline.
  */
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "preload_test.h"
 
 #define BLOCKS (-1)   /* waits until the other thread releases, then 0 */
@@ -635,6 +639,21 @@ static void test_preload_rwlock_pshared_is_glibc(void **state)
 	assert_int_equal(pthread_rwlock_destroy(&rw), 0);
 }
 
+/* A writer exits holding the lock, then the lock is destroyed: klock answers EBUSY (POSIX's
+ * recommended answer for a locked object: it is still held), glibc 0. docs/preload.md
+ * lists it among the differences from glibc. */
+static void test_preload_rwlock_destroy_after_writer_exited_is_ebusy(void **state)
+{
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	struct pt_helper h;
+	bool klock = preloaded && !getenv_is("KLOCK_RWLOCK", "pthread");
+
+	(void)state;
+	pt_helper_start(&h, r_wr_fn, NULL, &rw);
+	pt_helper_finish(&h); /* exits write-holding it */
+	assert_int_equal(pthread_rwlock_destroy(&rw), klock ? EBUSY : 0);
+}
+
 /* ================================ spinlocks ============================================== */
 
 static int s_lock_fn(void *s)
@@ -688,6 +707,263 @@ static void test_preload_spinlock_private_and_shared(void **state)
 	s_cycle(&s);
 }
 
+/* ================================ undefined behaviour, as glibc ========================== */
+
+/* POSIX leaves relock and foreign or double unlock of a NORMAL/DEFAULT mutex, and unlock of
+ * a free spinlock, undefined. glibc: relock deadlocks; unlock returns 0 and leaves the lock
+ * free (a foreign hold is released). A program that runs under glibc must not be stopped
+ * by the interposer for them (it reports each lock once; KLOCK_ON_ERROR=abort aborts). */
+static void ub_unlock_as_glibc(pthread_mutex_t *m, const char *how)
+{
+	struct pt_helper h;
+	int r1, r2, r3;
+
+	r1 = pthread_mutex_unlock(m);            /* free */
+	r2 = pthread_mutex_trylock(m);           /* ... and still free */
+	if (r2 == 0)
+		pthread_mutex_unlock(m);
+	pt_helper_start(&h, m_lock_fn, NULL, m); /* held by another thread */
+	r3 = pthread_mutex_unlock(m);            /* released */
+	if (r1 != 0 || r2 != 0 || r3 != 0 || pthread_mutex_trylock(m) != 0)
+		fail_msg("mutex %s, %s: unlock free %d, then trylock %d, unlock foreign %d "
+			 "(expected 0, 0, 0, then free)", how, preloaded ? "klock" : "glibc", r1, r2,
+			 r3);
+	assert_int_equal(pthread_mutex_unlock(m), 0);
+	pt_helper_finish(&h);
+	pthread_mutex_destroy(m); /* glibc's counts users: after the extra unlocks, EBUSY */
+}
+
+static void test_preload_normal_mutex_and_spinlock_unlock_misuse_answers_as_glibc(void **state)
+{
+	pthread_spinlock_t s;
+	pthread_mutex_t m;
+	struct pt_helper h;
+
+	(void)state;
+	unsetenv("KLOCK_ON_ERROR"); /* the default: report once, answer as glibc */
+	for (int k = MK_NORMAL; k <= MK_DEFAULT; k++)
+		for (int how = 0; how < MH_COUNT; how++)
+			if (m_create(&m, k, how))
+				ub_unlock_as_glibc(&m, mh_names[how]);
+	assert_int_equal(pthread_spin_init(&s, PTHREAD_PROCESS_PRIVATE), 0);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	assert_int_equal(pthread_spin_trylock(&s), 0);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	pt_helper_start(&h, s_lock_fn, NULL, (void *)(uintptr_t)&s);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	assert_int_equal(pthread_spin_trylock(&s), 0);
+	assert_int_equal(pthread_spin_unlock(&s), 0);
+	pt_helper_finish(&h);
+	assert_int_equal(pthread_spin_destroy(&s), 0);
+}
+
+/* How long a relocking child must stay blocked before the test kills it. */
+#define RELOCK_BLOCKED_MS 300
+
+/* A child relocks a mutex of kind @k made the way @how says; it says so on @fd first. */
+static void ub_relock_child(enum mkind k, enum mhow how, int fd)
+{
+	pthread_mutex_t m;
+
+	alarm(60); /* never outlive the test */
+	if (!m_create(&m, k, how) || pthread_mutex_lock(&m) != 0)
+		_exit(2);
+	if (write(fd, "r", 1) != 1)
+		_exit(3);
+	pthread_mutex_lock(&m);
+	_exit(4); /* the relock returned */
+}
+
+static void test_preload_normal_mutex_relock_deadlocks(void **state)
+{
+	(void)state;
+	unsetenv("KLOCK_ON_ERROR");
+	for (int k = MK_NORMAL; k <= MK_DEFAULT; k++)
+		for (int how = 0; how < MH_COUNT; how++) {
+			int fd[2], status;
+			char c;
+			pid_t pid;
+
+			if (k != MK_NORMAL && how == MH_ZERO)
+				continue;
+			assert_int_equal(pipe(fd), 0);
+			pid = fork();
+			assert_true(pid >= 0);
+			if (pid == 0)
+				ub_relock_child(k, how, fd[1]);
+			assert_int_equal(read(fd[0], &c, 1), 1);
+			klt_sleep_ms(RELOCK_BLOCKED_MS);
+			if (waitpid(pid, &status, WNOHANG) != 0)
+				fail_msg("mutex %s (%s), %s: the relock did not block (child %s %d)",
+					 mk_names[k], mh_names[how], preloaded ? "klock" : "glibc",
+					 WIFSIGNALED(status) ? "killed by signal" : "exited",
+					 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			kill(pid, SIGKILL);
+			assert_int_equal(waitpid(pid, &status, 0), pid);
+			assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+			close(fd[0]);
+			close(fd[1]);
+		}
+}
+
+/* KLOCK_ON_ERROR=abort still stops at the misuse (klock's way of finding the bug). */
+static void test_preload_misuse_aborts_with_klock_on_error_abort(void **state)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (!preloaded || getenv_is("KLOCK_MUTEX", "pthread"))
+		skip(); /* glibc never aborts here */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("KLOCK_ON_ERROR", "abort", 1);
+		pthread_mutex_unlock(&m);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+}
+
+/* ================================ far-future deadlines ================================== */
+
+/* How long a timed call with a far-future deadline must stay blocked before the test
+ * releases it (it returned ETIMEDOUT at once when the deadline's nanoseconds wrapped). */
+#define STILL_BLOCKED_MS 300
+
+/* The largest valid deadline, the first past 2^64 ns, the first past 2^63 ns. */
+static const struct timespec far_deadlines[] = {
+	{ LONG_MAX, 999999999 }, { 18446744074l, 0 }, { 9223372037l, 0 },
+};
+
+enum far_op { FO_MUTEX_TIMED, FO_MUTEX_CLOCK_RT, FO_MUTEX_CLOCK_MONO, FO_RW_TIMEDRD,
+	      FO_RW_TIMEDWR, FO_RW_CLOCKRD_RT, FO_RW_CLOCKWR_MONO, FO_COND_TIMED_RT,
+	      FO_COND_TIMED_MONO, FO_COND_CLOCK_RT, FO_COND_CLOCK_MONO, FO_COUNT };
+static const char *const fo_names[] = {
+	"pthread_mutex_timedlock", "pthread_mutex_clocklock(REALTIME)",
+	"pthread_mutex_clocklock(MONOTONIC)", "pthread_rwlock_timedrdlock",
+	"pthread_rwlock_timedwrlock", "pthread_rwlock_clockrdlock(REALTIME)",
+	"pthread_rwlock_clockwrlock(MONOTONIC)", "pthread_cond_timedwait(REALTIME)",
+	"pthread_cond_timedwait(MONOTONIC attr)", "pthread_cond_clockwait(REALTIME)",
+	"pthread_cond_clockwait(MONOTONIC)",
+};
+
+struct far {
+	enum far_op op;
+	const struct timespec *dl;
+	pthread_mutex_t m;
+	pthread_rwlock_t rw;
+	pthread_cond_t c;
+	bool go;              /* the condvar's predicate, under m */
+	_Atomic bool done;
+	int ret;
+};
+
+static int far_cond(struct far *f)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&f->m);
+	while (!f->go && err == 0) {
+		if (f->op == FO_COND_TIMED_RT || f->op == FO_COND_TIMED_MONO)
+			err = pthread_cond_timedwait(&f->c, &f->m, f->dl);
+		else
+			err = pthread_cond_clockwait(&f->c, &f->m, f->op == FO_COND_CLOCK_RT ?
+						     CLOCK_REALTIME : CLOCK_MONOTONIC, f->dl);
+	}
+	pthread_mutex_unlock(&f->m);
+	return err;
+}
+
+static int far_call(struct far *f)
+{
+	int err;
+
+	switch (f->op) {
+	case FO_MUTEX_TIMED: err = pthread_mutex_timedlock(&f->m, f->dl); break;
+	case FO_MUTEX_CLOCK_RT: err = pthread_mutex_clocklock(&f->m, CLOCK_REALTIME, f->dl); break;
+	case FO_MUTEX_CLOCK_MONO:
+		err = pthread_mutex_clocklock(&f->m, CLOCK_MONOTONIC, f->dl);
+		break;
+	case FO_RW_TIMEDRD: err = pthread_rwlock_timedrdlock(&f->rw, f->dl); break;
+	case FO_RW_TIMEDWR: err = pthread_rwlock_timedwrlock(&f->rw, f->dl); break;
+	case FO_RW_CLOCKRD_RT:
+		err = pthread_rwlock_clockrdlock(&f->rw, CLOCK_REALTIME, f->dl);
+		break;
+	case FO_RW_CLOCKWR_MONO:
+		err = pthread_rwlock_clockwrlock(&f->rw, CLOCK_MONOTONIC, f->dl);
+		break;
+	default: return far_cond(f);
+	}
+	if (err == 0 && f->op <= FO_MUTEX_CLOCK_MONO)
+		pthread_mutex_unlock(&f->m);
+	else if (err == 0)
+		pthread_rwlock_unlock(&f->rw);
+	return err;
+}
+
+static void *far_main(void *p)
+{
+	struct far *f = p;
+
+	f->ret = far_call(f);
+	atomic_store(&f->done, true);
+	return NULL;
+}
+
+static void far_run(enum far_op op, const struct timespec *dl)
+{
+	struct far *f = calloc(1, sizeof(*f));
+	pthread_condattr_t ca;
+	pthread_t t;
+
+	f->op = op;
+	f->dl = dl;
+	assert_int_equal(pthread_mutex_init(&f->m, NULL), 0);
+	assert_int_equal(pthread_rwlock_init(&f->rw, NULL), 0);
+	pthread_condattr_init(&ca);
+	if (op == FO_COND_TIMED_MONO)
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	assert_int_equal(pthread_cond_init(&f->c, &ca), 0);
+	pthread_condattr_destroy(&ca);
+	if (op <= FO_MUTEX_CLOCK_MONO)
+		assert_int_equal(pthread_mutex_lock(&f->m), 0);
+	else if (op <= FO_RW_CLOCKWR_MONO)
+		assert_int_equal(pthread_rwlock_wrlock(&f->rw), 0);
+	assert_int_equal(pthread_create(&t, NULL, far_main, f), 0);
+	klt_sleep_ms(STILL_BLOCKED_MS);
+	if (atomic_load(&f->done))
+		fail_msg("%s, deadline { %lld, %ld }, %s: returned %d at once", fo_names[op],
+			 (long long)dl->tv_sec, dl->tv_nsec, preloaded ? "klock" : "glibc", f->ret);
+	if (op <= FO_MUTEX_CLOCK_MONO) {
+		assert_int_equal(pthread_mutex_unlock(&f->m), 0);
+	} else if (op <= FO_RW_CLOCKWR_MONO) {
+		assert_int_equal(pthread_rwlock_unlock(&f->rw), 0);
+	} else {
+		assert_int_equal(pthread_mutex_lock(&f->m), 0);
+		f->go = true;
+		assert_int_equal(pthread_cond_signal(&f->c), 0);
+		assert_int_equal(pthread_mutex_unlock(&f->m), 0);
+	}
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(f->ret, 0);
+	assert_int_equal(pthread_cond_destroy(&f->c), 0);
+	assert_int_equal(pthread_rwlock_destroy(&f->rw), 0);
+	assert_int_equal(pthread_mutex_destroy(&f->m), 0);
+	free(f);
+}
+
+/* Any valid timespec is a deadline: tv_sec up to LONG_MAX waits (practically forever). */
+static void test_preload_far_future_deadlines_do_not_time_out_at_once(void **state)
+{
+	(void)state;
+	for (int op = 0; op < FO_COUNT; op++)
+		for (size_t i = 0; i < PT_ARRAY_SIZE(far_deadlines); i++)
+			far_run(op, &far_deadlines[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -699,7 +975,12 @@ int main(void)
 		cmocka_unit_test(test_preload_rwlock_table),
 		cmocka_unit_test(test_preload_rwlock_recursive_read_passes_waiting_writer),
 		cmocka_unit_test(test_preload_rwlock_pshared_is_glibc),
+		cmocka_unit_test(test_preload_rwlock_destroy_after_writer_exited_is_ebusy),
 		cmocka_unit_test(test_preload_spinlock_private_and_shared),
+		cmocka_unit_test(test_preload_far_future_deadlines_do_not_time_out_at_once),
+		cmocka_unit_test(test_preload_normal_mutex_and_spinlock_unlock_misuse_answers_as_glibc),
+		cmocka_unit_test(test_preload_normal_mutex_relock_deadlocks),
+		cmocka_unit_test(test_preload_misuse_aborts_with_klock_on_error_abort),
 	};
 
 	preloaded = pt_preloaded();

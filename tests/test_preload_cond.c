@@ -183,6 +183,85 @@ static void test_preload_cond_timedwait_never_early_on_either_clock(void **state
 	pthread_cond_destroy(&mono);
 }
 
+/* Waits longer than a second that nobody signals: the FIRST return is ETIMEDOUT, at or
+ * after the deadline on its own clock (no loop: programs read 0 as "signalled"; the
+ * interposer once cut CLOCK_REALTIME waits into 1 s slices and returned 0 at a slice's
+ * end). The timed mutex and rwlock calls, on a lock another thread holds, likewise. */
+#define LONG_RT_MS 2500
+#define LONG_MS 1300
+
+static void long_timed_out(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
+			   bool use_clockwait, int64_t ms, const char *what)
+{
+	struct timespec dl = pt_deadline(clock, ms);
+	int r;
+
+	assert_int_equal(pthread_mutex_lock(m), 0);
+	r = use_clockwait ? pthread_cond_clockwait(c, m, clock, &dl)
+			  : pthread_cond_timedwait(c, m, &dl);
+	if (r != ETIMEDOUT)
+		fail_msg("%s (%lld ms), %s: returned %d, expected ETIMEDOUT", what, (long long)ms,
+			 preloaded ? "klock" : "glibc", r);
+	assert_true(pt_clock_ns(clock) >= (int64_t)dl.tv_sec * KLT_NSEC_PER_SEC + dl.tv_nsec);
+	assert_int_equal(pthread_mutex_unlock(m), 0);
+}
+
+static int long_lock_fn(void *m)
+{
+	return pthread_mutex_lock(m);
+}
+
+static int long_unlock_fn(void *m)
+{
+	return pthread_mutex_unlock(m);
+}
+
+static int long_wrlock_fn(void *rw)
+{
+	return pthread_rwlock_wrlock(rw);
+}
+
+static int long_rwunlock_fn(void *rw)
+{
+	return pthread_rwlock_unlock(rw);
+}
+
+static void test_preload_cond_long_timedwait_returns_etimedout_at_the_deadline(void **state)
+{
+	pthread_condattr_t a;
+	pthread_cond_t rt = PTHREAD_COND_INITIALIZER, mono;
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	struct pt_helper h;
+	struct timespec dl;
+
+	(void)state;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	assert_int_equal(pthread_cond_init(&mono, &a), 0);
+	pthread_condattr_destroy(&a);
+	long_timed_out(&rt, &m, CLOCK_REALTIME, false, LONG_RT_MS, "timedwait(REALTIME)");
+	long_timed_out(&mono, &m, CLOCK_MONOTONIC, false, LONG_MS, "timedwait(MONOTONIC attr)");
+	long_timed_out(&rt, &m, CLOCK_REALTIME, true, LONG_MS, "clockwait(REALTIME)");
+	long_timed_out(&rt, &m, CLOCK_MONOTONIC, true, LONG_MS, "clockwait(MONOTONIC)");
+	pt_helper_start(&h, long_lock_fn, long_unlock_fn, &m);
+	dl = pt_deadline(CLOCK_REALTIME, LONG_MS);
+	assert_int_equal(pthread_mutex_timedlock(&m, &dl), ETIMEDOUT);
+	assert_true(pt_clock_ns(CLOCK_REALTIME) >=
+		    (int64_t)dl.tv_sec * KLT_NSEC_PER_SEC + dl.tv_nsec);
+	assert_int_equal(pt_helper_finish(&h), 0);
+	pt_helper_start(&h, long_wrlock_fn, long_rwunlock_fn, &rw);
+	dl = pt_deadline(CLOCK_REALTIME, LONG_MS);
+	assert_int_equal(pthread_rwlock_timedrdlock(&rw, &dl), ETIMEDOUT);
+	assert_true(pt_clock_ns(CLOCK_REALTIME) >=
+		    (int64_t)dl.tv_sec * KLT_NSEC_PER_SEC + dl.tv_nsec);
+	assert_int_equal(pt_helper_finish(&h), 0);
+	assert_int_equal(pthread_cond_destroy(&mono), 0);
+	assert_int_equal(pthread_cond_destroy(&rt), 0);
+	assert_int_equal(pthread_rwlock_destroy(&rw), 0);
+	assert_int_equal(pthread_mutex_destroy(&m), 0);
+}
+
 static void test_preload_cond_timed_errors_keep_the_mutex(void **state)
 {
 	pthread_cond_t c = PTHREAD_COND_INITIALIZER;
@@ -358,6 +437,167 @@ static void test_preload_cond_pshared_pair_across_fork(void **state)
 	munmap(s, sizeof(*s));
 }
 
+/* ---- cancellation ------------------------------------------------------------------------ */
+
+/* The waits are cancellation points (XSH 2.9.5): a deferred pthread_cancel of a waiter
+ * blocked in one takes effect, the mutex is held again when the cleanup handlers run, and
+ * pthread_join gives PTHREAD_CANCELED; a cancel pending at entry acts at entry. Afterwards
+ * the condvar has no leftover waiter: a signal reaches the next one, destroy succeeds. */
+enum cwait { CW_WAIT, CW_TIMED, CW_CLOCK, CW_COUNT };
+static const char *const cw_names[] = { "pthread_cond_wait", "pthread_cond_timedwait",
+					"pthread_cond_clockwait" };
+/* The timed calls' deadline: far enough that only the cancel can end them. */
+#define CANCEL_DEADLINE_MS 600000
+
+struct cx {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	enum cwait how;
+	enum mkind kind;
+	bool self_cancel;     /* cancel ourselves before waiting (pending at entry) */
+	bool disabled;        /* wait with cancellation disabled */
+	int levels;           /* lock levels the waiter holds: 2 for a recursive mutex under
+	                       * klock (restored after the wait; glibc releases only one) */
+	int go;               /* the predicate, under m */
+	int handler_ran, trylock_in_handler, unlock_in_handler, returned;
+	sem_t waiting;
+};
+
+/* Runs with the mutex held (POSIX): trylock fails, each level unlocks. */
+static void cx_handler(void *p)
+{
+	struct cx *x = p;
+
+	x->handler_ran = 1;
+	if (x->kind != MK_RECURSIVE)
+		x->trylock_in_handler = pthread_mutex_trylock(&x->m);
+	for (int i = 0; i < x->levels && x->unlock_in_handler == 0; i++)
+		x->unlock_in_handler = pthread_mutex_unlock(&x->m);
+}
+
+static int cx_wait(struct cx *x)
+{
+	struct timespec rt = pt_deadline(CLOCK_REALTIME, CANCEL_DEADLINE_MS);
+	struct timespec mono = pt_deadline(CLOCK_MONOTONIC, CANCEL_DEADLINE_MS);
+
+	switch (x->how) {
+	case CW_WAIT: return pthread_cond_wait(&x->c, &x->m);
+	case CW_TIMED: return pthread_cond_timedwait(&x->c, &x->m, &rt);
+	default: return pthread_cond_clockwait(&x->c, &x->m, CLOCK_MONOTONIC, &mono);
+	}
+}
+
+static void *cx_waiter(void *p)
+{
+	struct cx *x = p;
+
+	if (x->disabled)
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	for (int i = 0; i < x->levels; i++)
+		assert_int_equal(pthread_mutex_lock(&x->m), 0);
+	pthread_cleanup_push(cx_handler, x);
+	if (x->self_cancel)
+		assert_int_equal(pthread_cancel(pthread_self()), 0);
+	sem_post(&x->waiting);
+	while (x->go == 0)
+		cx_wait(x);
+	x->returned = 1;
+	pthread_cleanup_pop(0);
+	for (int i = 0; i < x->levels; i++)
+		pthread_mutex_unlock(&x->m);
+	if (x->disabled) { /* was not cancelled in the wait: the cancel is still pending */
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		pthread_testcancel();
+	}
+	return NULL;
+}
+
+/* Another waiter after the cancelled one, signalled normally: nothing was left behind. */
+static void cx_still_usable(struct cx *x)
+{
+	pthread_t t;
+	void *ret = &ret;
+
+	x->self_cancel = x->disabled = false;
+	x->go = 0;
+	assert_int_equal(pthread_create(&t, NULL, cx_waiter, x), 0);
+	while (sem_wait(&x->waiting) != 0)
+		;
+	assert_int_equal(pthread_mutex_lock(&x->m), 0);
+	x->go = 1;
+	assert_int_equal(pthread_cond_signal(&x->c), 0);
+	assert_int_equal(pthread_mutex_unlock(&x->m), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(pthread_cond_broadcast(&x->c), 0);
+}
+
+static void cx_run(enum cwait how, enum mkind kind, bool self_cancel, bool disabled)
+{
+	struct cx *x = calloc(1, sizeof(*x));
+	struct timespec dl;
+	pthread_t t;
+	void *ret = NULL;
+
+	x->how = how;
+	x->kind = kind;
+	x->self_cancel = self_cancel;
+	x->disabled = disabled;
+	x->levels = kind == MK_RECURSIVE && preloaded ? 2 : 1;
+	mutex_make(&x->m, kind);
+	assert_int_equal(pthread_cond_init(&x->c, NULL), 0);
+	sem_init(&x->waiting, 0, 0);
+	assert_int_equal(pthread_create(&t, NULL, cx_waiter, x), 0);
+	while (sem_wait(&x->waiting) != 0)
+		;
+	if (!self_cancel) {
+		/* Ours only once the waiter released it inside the wait: it is blocked. */
+		assert_int_equal(pthread_mutex_lock(&x->m), 0);
+		assert_int_equal(pthread_mutex_unlock(&x->m), 0);
+		assert_int_equal(pthread_cancel(t), 0);
+	}
+	if (disabled) {
+		assert_int_equal(pthread_mutex_lock(&x->m), 0);
+		x->go = 1;
+		assert_int_equal(pthread_cond_signal(&x->c), 0);
+		assert_int_equal(pthread_mutex_unlock(&x->m), 0);
+	}
+	dl = pt_deadline(CLOCK_REALTIME, WATCHDOG_S * 1000ll);
+	if (pthread_timedjoin_np(t, &ret, &dl) != 0)
+		fail_msg("%s, mutex %s%s, %s: the waiter was not cancelled within %d s", cw_names[how],
+			 mk_names[kind], self_cancel ? ", cancel pending at entry" : "",
+			 preloaded ? "klock" : "glibc", WATCHDOG_S);
+	if (ret != PTHREAD_CANCELED || x->handler_ran != (disabled ? 0 : 1) ||
+	    x->returned != (disabled ? 1 : 0) ||
+	    (!disabled && (x->unlock_in_handler != 0 ||
+			   (kind != MK_RECURSIVE && x->trylock_in_handler != EBUSY))))
+		fail_msg("%s, mutex %s%s%s, %s: join %s, handler ran %d (trylock %d, unlock %d), "
+			 "wait returned %d", cw_names[how], mk_names[kind],
+			 self_cancel ? ", cancel pending at entry" : "",
+			 disabled ? ", cancellation disabled" : "", preloaded ? "klock" : "glibc",
+			 ret == PTHREAD_CANCELED ? "PTHREAD_CANCELED" : "not cancelled",
+			 x->handler_ran, x->trylock_in_handler, x->unlock_in_handler, x->returned);
+	cx_still_usable(x);
+	assert_int_equal(pthread_cond_destroy(&x->c), 0);
+	assert_int_equal(pthread_mutex_destroy(&x->m), 0);
+	sem_destroy(&x->waiting);
+	free(x);
+}
+
+static void test_preload_cond_wait_is_a_cancellation_point(void **state)
+{
+	static const enum mkind kinds[] = { MK_NORMAL, MK_ERRORCHECK, MK_RECURSIVE, MK_ROBUST };
+
+	(void)state;
+	for (int how = 0; how < CW_COUNT; how++)
+		for (size_t k = 0; k < PT_ARRAY_SIZE(kinds); k++) {
+			cx_run(how, kinds[k], false, false);
+			cx_run(how, kinds[k], true, false);
+		}
+	cx_run(CW_WAIT, MK_NORMAL, false, true);
+	cx_run(CW_TIMED, MK_ERRORCHECK, false, true);
+}
+
 /* ---- lifetime ------------------------------------------------------------------------------ */
 
 struct bd {
@@ -495,12 +735,14 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_preload_cond_signal_and_broadcast_every_mutex_kind),
 		cmocka_unit_test(test_preload_cond_timedwait_never_early_on_either_clock),
+		cmocka_unit_test(test_preload_cond_long_timedwait_returns_etimedout_at_the_deadline),
 		cmocka_unit_test(test_preload_cond_timed_errors_keep_the_mutex),
 		cmocka_unit_test(test_preload_cond_wait_without_errorcheck_mutex_is_eperm),
 		cmocka_unit_test(test_preload_cond_wait_releases_a_recursive_mutex_whole),
 		cmocka_unit_test(test_preload_cond_robust_owner_death_reaches_the_waiter),
 		cmocka_unit_test(test_preload_cond_pshared_cond_with_klock_mutex_is_refused),
 		cmocka_unit_test(test_preload_cond_pshared_pair_across_fork),
+		cmocka_unit_test(test_preload_cond_wait_is_a_cancellation_point),
 		cmocka_unit_test(test_preload_cond_destroy_right_after_broadcast),
 		cmocka_unit_test(test_preload_cond_bounded_queue_loses_no_wakeup),
 	};
