@@ -531,7 +531,7 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 {
 	const struct kb_config *c = e->cfg;
 	struct kb_lockstat ls = { NAN, NAN };
-	uint64_t t0, t1, rd, wr;
+	uint64_t t0, t1, rd, wr, rv0 = 0, rv1 = 0, ub0 = 0, ub1 = 0;
 	/* lockstat sees klock's locks only: for the others it would report a false 0% */
 	bool lockstat = c->lockstat && strcmp(c->ops->family, "klock") == 0;
 
@@ -540,11 +540,15 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	if (lockstat)
 		kb_lockstat_begin();
 	snapshot(e, &rd, &wr, before);
+	if (c->ops->bias != NULL)
+		c->ops->bias(e->locks, &rv0, &ub0);
 	t0 = kb_now_ns();
 	atomic_store_explicit(&e->phase, KB_PH_MEASURE, memory_order_relaxed);
 	kb_sleep_until(t0 + (uint64_t)(c->duration * 1e9));
 	snapshot(e, &r->reads, &r->writes, r->per_thread);
 	t1 = kb_now_ns();
+	if (c->ops->bias != NULL)
+		c->ops->bias(e->locks, &rv1, &ub1);
 	if (lockstat)
 		kb_lockstat_end((double)(t1 - t0) / 1e9 * c->threads,
 				r->reads + r->writes - rd - wr, &ls);
@@ -557,6 +561,10 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	r->elapsed = (double)(t1 - t0) / 1e9;
 	r->lockstat_wait_pct = ls.wait_pct;
 	r->lockstat_contended_pct = ls.contended_pct;
+	if (c->ops->bias != NULL) {
+		r->revocations_per_s = (double)(rv1 - rv0) / r->elapsed;
+		r->unbiased_pct = fmin(100, (double)(ub1 - ub0) / (double)(t1 - t0) * 100);
+	}
 	return 0;
 }
 
@@ -570,6 +578,7 @@ int kb_run(const struct kb_config *c, unsigned repeat, struct kb_result *r)
 	r->cfg = *c;
 	r->repeat = repeat;
 	r->lockstat_wait_pct = r->lockstat_contended_pct = NAN;
+	r->revocations_per_s = r->unbiased_pct = NAN;
 	r->per_thread = calloc(c->threads, sizeof(uint64_t));
 	r->rhist = malloc(sizeof(*r->rhist));
 	r->whist = malloc(sizeof(*r->whist));

@@ -82,6 +82,8 @@ struct kb_result {
 	double retries_per_read;   /* retries / reads; NAN for locks that never retry */
 	double lockstat_wait_pct;  /* lockstat's "% of time waiting"; NAN when not measured */
 	double lockstat_contended_pct;  /* lockstat: % of acquisitions contended; NAN */
+	double revocations_per_s;  /* reader-bias revocations (lockops.bias); NAN: no policy */
+	double unbiased_pct;       /* % of the interval the lock was unbiased; NAN: no policy */
 	uint64_t violations;       /* in-section check failures */
 	uint64_t lost;             /* updates missing from the counters at the end */
 	bool verified;

@@ -535,6 +535,44 @@ static void crossover_points(struct scn_ctx *x, const struct kb_results *rs,
 	}
 }
 
+static double g_revs(const struct kb_result *r)
+{
+	return r->revocations_per_s;
+}
+
+static double g_unbiased(const struct kb_result *r)
+{
+	return r->unbiased_pct;
+}
+
+/* For locks with a reader-bias policy (lockops.bias): revocations per second and the
+ * share of the interval spent unbiased, per write share - why the throughput is what it
+ * is (medians over the repeats). */
+static void bias_table(struct scn_ctx *x, const struct kb_results *rs,
+		       const struct kb_sweep *s, unsigned t)
+{
+	for (unsigned i = 0; i < s->nlocks; i++) {
+		const struct lockops *o = s->locks[i];
+
+		if (o->bias == NULL)
+			continue;
+		say(x, "\n%s bias policy (revocations/s | %% of the time unbiased):\n", o->name);
+		for (int k = 0; k < 2; k++) {
+			say(x, "%-24s", k ? "  % unbiased" : "  revocations/s");
+			for (unsigned w = 0; w < s->nwrite; w++) {
+				const struct kb_config *c = find_cfg(rs, o, t, s->write[w], -1);
+				double v = c ? kb_metric_median(rs, c, k ? g_unbiased : g_revs) : NAN;
+
+				if (isnan(v))
+					say(x, " %8s", "-");
+				else
+					say(x, " %8.*f", k ? 1 : 0, v);
+			}
+			say(x, "\n");
+		}
+	}
+}
+
 static void crossover_floors(struct scn_ctx *x, const struct kb_results *rs, unsigned t)
 {
 	static const char *const fast[] = { "kl_rmlock", "kl_pcpu_rwsem" };
@@ -582,6 +620,7 @@ static void scn_crossover(struct scn_ctx *x)
 	sweep_go(x, &s, &rs, 1.0);
 	say(x, "\n%u threads, cs=4 words, %.2fs per point\n", t, s.base.duration);
 	pivot(x, &rs, &s, t);
+	bias_table(x, &rs, &s, t);
 	crossover_points(x, &rs, &s, t);
 	crossover_floors(x, &rs, t);
 	write_files(x, &rs, "", true);
@@ -694,6 +733,7 @@ static void scn_rmlock_vs_rwlock(struct scn_ctx *x)
 	say(x, "\nread side: %u threads, %g%% writes, cs=4, %u interleaved repeats of %.2fs\n",
 	    s.threads[0], s.write[0], s.repeats, s.base.duration);
 	say_table(x, &rs);
+	bias_table(x, &rs, &s, s.threads[0]);
 	compare_cfgs(x, &rs, (const struct kb_config *[]){
 			     find_cfg(&rs, rw, s.threads[0], s.write[0], -1),
 			     find_cfg(&rs, rm, s.threads[0], s.write[0], -1) }, 2, "ops/s");
@@ -1417,6 +1457,83 @@ static void floors_peers(struct scn_ctx *x, unsigned reps)
 	floors_peer_rw(x, reps);
 }
 
+/* Issue 14: kl_rmlock's throughput at every crossover write share against the best of
+ * the classic and biased rwlocks, at 2 threads and at 4x CPUs (one interleaved sweep). */
+static void floors_bias_crossover(struct scn_ctx *x, unsigned reps)
+{
+	static const char *const set[] = { "kl_rmlock", "ck_brlock", "ck_rwlock",
+					   "pthread_rwlock", "kl_rwlock", NULL };
+	static const double writes[] = { 0, 0.1, 1, 10, 50, 100 };
+	unsigned cpus = kb_cpus(), th[2] = { 2, 4 * cpus };
+	struct kb_sweep s;
+	struct kb_results rs = { 0 };
+
+	sweep_init(x, &s);
+	s.nlocks = 0;
+	for (const char *const *n = set; *n; n++)
+		add_if_built(&s, *n);
+	memcpy(s.threads, th, sizeof(th));
+	s.nthreads = th[0] == th[1] ? 1 : 2;
+	memcpy(s.write, writes, sizeof(writes));
+	s.nwrite = sizeof(writes) / sizeof(writes[0]);
+	s.repeats = reps;
+	sweep_go(x, &s, &rs, 0.25);
+	for (unsigned t = 0; t < s.nthreads; t++) {
+		for (unsigned w = 0; w < s.nwrite; w++) {
+			double best = NAN, r;
+			const char *who = "-";
+			char what[112];
+
+			for (const char *const *n = set + 1; *n; n++) {
+				double v = ops_at(&rs, lk(*n), th[t], writes[w]);
+
+				if (!isnan(v) && (isnan(best) || v > best)) {
+					best = v;
+					who = *n;
+				}
+			}
+			r = ops_at(&rs, lk("kl_rmlock"), th[t], writes[w]) / best;
+			snprintf(what, sizeof(what), "%u thr, %g%% writes: kl_rmlock / best (%s) >= 0.8",
+				 th[t], writes[w], who);
+			floor_line(x, "14", what, r, r >= 0.8, "x");
+		}
+		bias_table(x, &rs, &s, th[t]);
+	}
+	kb_results_free(&rs);
+}
+
+/* Issue 14: nothing lost at 0% writes (the inline read pair against urcu-memb's), and the
+ * write pair with 2 readers running against kl_rwlock's: the burst mean (back-to-back
+ * writes: the write rate at which the policy keeps the lock unbiased) and, for scale,
+ * the isolated write after an idle gap (a revocation). */
+static void floors_bias_pairs(struct scn_ctx *x, unsigned reps)
+{
+	const struct lockops *l[2] = { lk("kl_rmlock"), lk("urcu_memb") };
+	const bool rd[2] = { true, true };
+	const struct lockops *rm = lk("kl_rmlock"), *rw = lk("kl_rwlock");
+	double ns[2], brm[SCN_REPEATS * 4], brw[SCN_REPEATS * 4], irm = NAN, a, b;
+	bool table[2];
+
+	pairs(l, rd, 2, reps, ns, table);
+	floor_line(x, "14", "kl_rmlock inline read pair / urcu-memb's <= 1.2", ns[0] / ns[1],
+		   ns[0] / ns[1] <= 1.2, "x");
+	for (unsigned i = 0; i < reps; i++) {
+		brm[i] = brw[i] = NAN;
+		if (rm == NULL || rw == NULL)
+			continue;
+		(void)kb_writer_cost(rm, NULL, 2, 1, SCN_WRITER_GAP, &brm[i]);
+		(void)kb_writer_cost(rw, NULL, 2, 1, SCN_WRITER_GAP, &brw[i]);
+	}
+	if (rm != NULL)
+		irm = kb_writer_cost(rm, NULL, 2, SCN_WRITER_SAMPLES, SCN_WRITER_GAP, NULL);
+	a = rm && rw ? median_d(brm, reps) : NAN;
+	b = rm && rw ? median_d(brw, reps) : NAN;
+	say(x, "       write pairs with 2 readers running, burst mean: kl_rmlock %.0f ns, "
+	    "kl_rwlock %.0f ns; kl_rmlock after an idle gap (revoking) %.0f ns\n", a, b, irm);
+	floor_line(x, "14", "kl_rmlock write pair (2 readers, burst) / kl_rwlock's <= 2", a / b,
+		   a / b <= 2, "x");
+}
+
 static void scn_floors(struct scn_ctx *x)
 {
 	unsigned reps = x->cli->set_repeats ? x->cli->sweep.repeats : SCN_REPEATS;
@@ -1430,4 +1547,6 @@ static void scn_floors(struct scn_ctx *x)
 	floors_writers(x);
 	floors_hash(x, reps);
 	floors_peers(x, reps);
+	floors_bias_pairs(x, reps);
+	floors_bias_crossover(x, reps);
 }

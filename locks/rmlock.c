@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/rmlock.c - kl_rmlock: FreeBSD rmlock(9) semantics, readers without atomics.
+ * locks/rmlock.c - kl_rmlock: FreeBSD rmlock(9) semantics; readers without atomics while
+ * the lock is biased, with one fence while it is not (BRAVO's adaptive bias).
  *
  * WHAT. FreeBSD's rmlock lets a reader publish itself on a per-CPU tracker list with
  * plain stores inside a critical section; a writer takes the backing lock, revokes the
@@ -13,49 +14,93 @@
  *   - writer: set the writer bit, membarrier(PRIVATE_EXPEDITED) - the userspace
  *     smp_rendezvous: a full barrier on every CPU running one of our threads -, then scan
  *     every thread record for a slot holding this lock and wait for each.
+ * That membarrier costs 1-30 us (an IPI per CPU running our threads; a VM exit each in a
+ * guest), so a lock written 1% of the time spent most of its time in it. Hence two modes:
+ *   BIASED    (KL_RM_S_UNBIASED clear): as above. Readers: compiler barrier B. The first
+ *             writer REVOKES the bias: D (membarrier) and the scan, and leaves the lock
+ *             unbiased.
+ *   UNBIASED  (KL_RM_S_UNBIASED set): readers add B', a full fence (ck_brlock's read
+ *             side: a few ns), so a writer needs only D', a full fence, before its scan.
+ *             The lock stays unbiased after a write: the next write costs no membarrier
+ *             unless a reader re-armed the bias in between (FreeBSD keeps its read tokens
+ *             between writes for the same reason).
+ * POLICY (BRAVO, Dice & Kogan, USENIX ATC 2019). The revoking writer measures the
+ * revocation (membarrier + scan + waiting for the biased readers it found), cost C, and
+ * sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT (KLOCK_RM_INHIBIT overrides it;
+ * capped at RM_INHIBIT_MAX_NS). A reader on an unbiased, writer-free lock looks at the
+ * clock every RM_REARM_READS fenced reads and, past rearm_at, re-arms (CAS UNBIASED -> 0).
+ * BOUND: every revocation of cost C is followed by at least N*C of unbiased time, so
+ * revocations take at most 1/(N+1) of the run time, at any write rate; reads pay the
+ * fence instead only while writes keep coming. Without membarrier (fallback mode) the
+ * lock never re-arms: every reader already runs the full fence (kl_rm_self stays the
+ * dummy, B is a full fence), so nothing is gained by biasing; no write counts as a
+ * revocation.
  *
  * STATE. lk->state (32 bits; readers load it on every lock and unlock):
- *   bit 0  KL_RM_S_WRITER  a writer owns the lock or is draining readers; readers back out
- *   bit 1  KL_RM_S_WSLEEP  the draining writer sleeps on lk->wseq waiting for the reader
- *                          record in lk->wait_for (or for lk->ovf when RM_WAIT_OVF)
- *   bit 2  RM_S_QUEUED     threads are parked on the lock (KL_RM_SLEEPABLE): unlock is slow
- *   RM_S_POISON            destroyed (has the writer bit, so a late reader waits, not races)
+ *   bit 0  KL_RM_S_WRITER   a writer owns the lock or is draining readers; readers back out
+ *   bit 1  KL_RM_S_WSLEEP   the draining writer sleeps on lk->wseq waiting for the reader
+ *                           record in lk->wait_for (or for lk->ovf when RM_WAIT_OVF)
+ *   bit 2  RM_S_QUEUED      threads are parked on the lock (KL_RM_SLEEPABLE): unlock is slow
+ *   bit 3  KL_RM_S_UNBIASED readers must run B'; writers skip the membarrier (set by every
+ *                           writer's claim, cleared only by a re-arming reader, and only
+ *                           from the exact value UNBIASED: never under a writer)
+ *   RM_S_POISON             destroyed (has the writer bit, so a late reader waits, not races)
  *   lk->owner   the writer's thread record; lk->ovf  read holds kept in the lock (a thread
  *   with all KL_RM_SLOTS slots in use, or a parked reader admitted when its slots were full)
+ *   lk->rearm_at, unbiased_at, revoke_ns, revocations: written by the revoking writer under
+ *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS.
  * Per thread (rm = kli_thread.rm): depth, slot[1..depth] a stack of held rmlocks (0 =
- * released out of order, compacted later), slot[0] == 0 always.
+ * released out of order, compacted later), slot[0] == 0 always; unbiased_left counts the
+ * fenced reads left before the next look at the re-arm clock.
  *
  * INVARIANTS.
  *   I1 A thread read-holds lk exactly as many times as its slots name lk, plus the
  *      overflow holds it took (counted in lk->ovf).
- *   I2 While KL_RM_S_WRITER is clear, no writer is past its heavy fence.
+ *   I2 While KL_RM_S_WRITER is clear, no writer is past its fence (D or D').
  *   I3 A writer leaves rm_rendezvous()/rm_drain() only after one full pass over every
- *      record and lk->ovf found no hold of lk; from the heavy fence until write_unlock
- *      every new reader sees the writer bit and backs out (except KL_RM_RECURSE re-entry,
- *      I4).
+ *      record and lk->ovf found no hold of lk; from its fence until write_unlock every
+ *      new reader sees the writer bit and backs out (except KL_RM_RECURSE re-entry, I4).
  *   I4 A KL_RM_RECURSE reader enters past a set writer bit only while it already holds lk
  *      in a lower slot: the draining writer is still waiting for that hold, and the new
  *      hold is published before the old one is released, so the writer's next pass sees it.
  *   I5 QUEUED implies WRITER: waiters queue only while a writer owns the lock, and the
  *      unlocking writer clears both, under the bucket lock, when the queue is empty.
+ *   I6 A reader inside lk that passed only B (not B') read a state value without UNBIASED,
+ *      i.e. one older in lk->state's modification order than the claim of the last
+ *      revoking writer; that writer's D and scan saw its slot and waited for it (B/D). So
+ *      once the lock is unbiased, every reader still inside passed B' - which is what a
+ *      writer that skips the membarrier relies on. (UNBIASED is set again by every claim
+ *      and cleared only by a CAS that finds no writer, so a claim that finds it set
+ *      follows the last revocation with no re-arm in between.)
+ *   I7 While WRITER is set, UNBIASED is set (claims and hand-offs set both; the release
+ *      keeps UNBIASED): a writer handed the lock (K) needs no revocation.
  *
  * ORDERING. Labels are used in klock/rmlock.h (inline fast path) and here.
- *   B/D  asymmetric pair: reader stores its slot, B = kli_fence_light() (a compiler barrier
- *        when membarrier is registered, else a seq_cst fence), loads state; writer sets
- *        WRITER, D = kli_fence_heavy() (membarrier, or a seq_cst fence), loads the slots.
- *        Store-buffering: at least one side sees the other's store.
+ *   B/D  asymmetric pair (biased lock): reader stores its slot, B = kli_fence_light() (a
+ *        compiler barrier when membarrier is registered, else a seq_cst fence), loads
+ *        state; revoking writer sets WRITER, D = kli_fence_heavy() (membarrier, or a seq_cst
+ *        fence), loads the slots. Store-buffering: at least one side sees the other's store.
+ *   B'/D' symmetric pair (unbiased lock): reader stores its slot, sees UNBIASED, B' = seq_cst
+ *        fence, loads state again (that load decides); writer's claim CAS, D' = seq_cst
+ *        fence, loads the slots. C11's two-fence rule: the fences are ordered in S, and the
+ *        side whose fence comes second sees the other's store. I6 makes D' enough.
  *   C/F  asymmetric pair: reader clears its slot (E), C = light fence, loads state for
  *        WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the slot before
- *        sleeping. So a sleeping writer is always woken by the reader it waits for.
+ *        sleeping. So a sleeping writer is always woken by the reader it waits for. F stays
+ *        the membarrier in both modes (readers' unlock does not know the mode; sleeping is
+ *        the slow path anyway).
  *   E    release store ending a read section; pairs with the acquire loads of the scan, so
  *        the write section happens after every read section it waited for.
  *   G    release of the write hold (state store / CAS); pairs with the readers' acquire
- *        load of state and the next writer's acquire CAS: readers see the writer's data.
+ *        loads of state and the next writer's acquire CAS: readers see the writer's data,
+ *        and a re-arming reader sees the rearm_at/unbiased_at its writer stored.
  *   O    overflow holds: seq_cst RMWs on lk->ovf followed by a seq_cst fence (a full
- *        barrier on the reader side too, so B/D holds whatever the fence mode).
+ *        barrier on the reader side too, so B/D and B'/D' hold whatever the mode).
  *   K    hand-off: the unlocking writer publishes an admitted reader's hold (or passes
  *        WRITER to a writer) under the bucket lock before park.c's K1 release; the wakee
  *        reads it after K2.
+ *   The re-arm CAS (UNBIASED -> 0) needs no ordering: a writer that then finds the lock
+ *   biased revokes (D), which covers readers on either path.
  *
  * FAIRNESS. Writer preference: a writer's bit turns new readers away, so readers cannot
  * starve writers. With KL_RM_SLEEPABLE, blocked readers and writers queue FIFO on the lock
@@ -64,11 +109,13 @@
  * function), so neither side starves. Without it, waiters spin (capped backoff, then
  * sched_yield) and a stream of writers can starve spinning readers.
  *
- * COSTS. Read lock+unlock: ~10 instructions each inline, all on the thread's own line and
- * the lock's read-mostly state line. Write: one membarrier (~0.5-2 us here; it IPIs the
- * CPUs running our threads, so it grows with them), a scan of 15 words per thread record
- * ever created, and a second pass when readers were found. Unlike FreeBSD, tokens are not
- * kept between writes: back-to-back writes each pay the membarrier.
+ * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
+ * line and the lock's read-mostly state line. Unbiased: plus one full fence and a second
+ * load, inline; every RM_REARM_READS-th goes out of line to read the clock. Revoking
+ * write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 15
+ * words per thread record ever created, a second pass when readers were found, two clock
+ * reads. Write on an unbiased lock: a CAS, a fence and the scan (like ck_brlock's writer).
+ * Policy state adds 40 bytes to the lock, written only at revocations and re-arms.
  *
  * LIMITS. Depth beyond KL_RM_SLOTS uses the shared overflow word (RMW + fence per read)
  * and cannot be admitted as a KL_RM_RECURSE re-entry. Not async-signal-safe. A thread that
@@ -77,10 +124,15 @@
  * noted in rm_push(), forgotten in rm_unpublish()); one taken when no memory was left to
  * note it stays. Records of all
  * threads ever seen are scanned: a process that churned through thousands of threads
- * keeps a longer scan (records are recycled, so the count tracks peak concurrency).
+ * keeps a longer scan (records are recycled, so the count tracks peak concurrency). The
+ * bound on revocation time is in wall time, not per reader: a revocation that waited for
+ * a long read section measures that wait and stays unbiased N times longer (capped).
+ * Binaries compiled against the pre-bias inline fast path (which ignored UNBIASED) must be
+ * rebuilt: the inline path is part of the ABI.
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <klock/rmlock.h>
 #include "fence_impl.h"
@@ -108,6 +160,14 @@
 #define RM_TOKEN_ADMIT 2u    /* a reader: a read hold was published on your behalf */
 /* kl_rm_tracker.magic while it describes a live hold ("rmtr"). */
 #define RM_TRACKER_MAGIC 0x726d7472u
+/* Fenced (unbiased) reads a thread makes between two looks at the re-arm clock: a clock
+ * read costs about two fenced reads, so this keeps it under 2% of an unbiased read. */
+#define RM_REARM_READS 64u
+/* Longest inhibit window: a revocation stretched by a preemption must not keep the lock
+ * unbiased for seconds (100 ms is 10^4 membarriers on a quiet host). */
+#define RM_INHIBIT_MAX_NS 100000000ull
+/* KLOCK_RM_INHIBIT accepts multiples up to this. */
+#define RM_INHIBIT_MULT_MAX 100000ul
 
 /* Every thread's kl_rm_self until its first out-of-line read (and always without
  * membarrier): depth == KL_RM_SLOTS and slot[KL_RM_SLOTS] == 0 fail both inline tests,
@@ -156,6 +216,67 @@ static bool rm_any_reader(const struct kl_rmlock *lk)
 			    (uintptr_t)lk) /* E */
 				return true;
 	return atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0;
+}
+
+/* The reader's look at the state once its hold is published (B or O before it). On an
+ * unbiased lock writers skip the membarrier, so the compiler barrier B is not enough:
+ * add B', a full fence, and look again; that look decides. */
+static inline uint32_t rm_read_state(const struct kl_rmlock *lk)
+{
+	uint32_t s = atomic_load_explicit(&lk->state, memory_order_acquire); /* G */
+
+	if ((s & KL_RM_S_UNBIASED) && kli_fence_asym) {
+		atomic_thread_fence(memory_order_seq_cst); /* B': pairs with D' in rm_rendezvous() */
+		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* G */
+	}
+	return s;
+}
+
+/* The inhibit multiple: KL_RM_INHIBIT_MULT, or KLOCK_RM_INHIBIT (read once; 0 allowed:
+ * re-arm at once, FreeBSD's token behaviour alone). Stored plus one, 0 = not read yet. */
+static uint64_t rm_inhibit_mult(void)
+{
+	static _Atomic uint32_t mult1;
+	uint32_t m = atomic_load_explicit(&mult1, memory_order_relaxed);
+
+	if (kl_unlikely(m == 0)) {
+		const char *e = getenv("KLOCK_RM_INHIBIT");
+		char *end = NULL;
+		unsigned long v = e != NULL ? strtoul(e, &end, 10) : KL_RM_INHIBIT_MULT;
+
+		if (e != NULL && (end == e || *end != '\0' || v > RM_INHIBIT_MULT_MAX))
+			v = KL_RM_INHIBIT_MULT;
+		m = (uint32_t)v + 1;
+		atomic_store_explicit(&mult1, m, memory_order_relaxed);
+	}
+	return m - 1;
+}
+
+/* An unbiased lock with no writer: every RM_REARM_READS-th fenced read of this thread
+ * looks at the clock and re-arms the bias once the inhibit window has passed (the CAS
+ * fails harmlessly when a writer or another reader got there first). Without membarrier
+ * the lock stays unbiased for ever: there is no cheaper read path to return to. */
+static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
+{
+	uint32_t s = KL_RM_S_UNBIASED;
+	uint64_t now;
+
+	if (r->unbiased_left != 0) {
+		r->unbiased_left--;
+		return;
+	}
+	r->unbiased_left = RM_REARM_READS;
+	if (!kli_fence_asym)
+		return;
+	now = kli_now_ns();
+	if (now < atomic_load_explicit(&lk->rearm_at, memory_order_relaxed))
+		return;
+	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_relaxed,
+						    memory_order_relaxed))
+		atomic_fetch_add_explicit(
+			&lk->unbiased_ns,
+			now - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed),
+			memory_order_relaxed);
 }
 
 /* Wakes the writer sleeping for @who (a reader record, or RM_WAIT_OVF). */
@@ -486,14 +607,14 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 	struct kl_rm_reader *r = &self->rm;
 	struct kli_wait w;
 	bool waited = false;
-	uint32_t idx;
+	uint32_t idx, s = 0;
 
 	if (!rm_check_read(lk, self, site))
 		return false;
 	for (;;) {
 		idx = rm_publish(r, lk);
-		if (kl_likely(!(atomic_load_explicit(&lk->state, memory_order_acquire) &
-				KL_RM_S_WRITER)))
+		s = rm_read_state(lk);
+		if (kl_likely(!(s & KL_RM_S_WRITER)))
 			break;
 		/* I4: re-entry while the writer still waits for our outer hold. */
 		if ((lk->flags & KL_RM_RECURSE) && rm_holds_below(r, lk, idx))
@@ -507,9 +628,12 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 		}
 		if (rm_wait_writer(lk, self, &w)) {
 			idx = rm_find(r, lk); /* admitted on our behalf; 0 if in lk->ovf */
+			s = 0;
 			break;
 		}
 	}
+	if (s == KL_RM_S_UNBIASED)
+		rm_maybe_rearm(lk, r);
 	if (waited)
 		kli_wait_end(&w, lk, KLI_KIND_RMLOCK, KLI_HF_READ, site);
 	rm_tracker_set(tr, lk, self, idx);
@@ -558,23 +682,42 @@ void (kl_rmlock_read_unlock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 
 /* ---- writers -------------------------------------------------------------------------- */
 
+/* Claims the writer bit if the lock is free (state 0, or KL_RM_S_UNBIASED alone), and
+ * leaves the lock unbiased: the write that follows keeps readers on the fenced path.
+ * *@was_unbiased: the bias was already off, so no revocation is due. */
+static inline bool rm_claim(struct kl_rmlock *lk, bool *was_unbiased)
+{
+	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_UNBIASED;
+
+	do {
+		if (atomic_compare_exchange_strong_explicit(&lk->state, &s,
+							    KL_RM_S_WRITER | KL_RM_S_UNBIASED,
+							    memory_order_acquire, /* G */
+							    memory_order_relaxed)) {
+			*was_unbiased = s != 0;
+			return true;
+		}
+	} while ((s & ~KL_RM_S_UNBIASED) == 0);
+	return false;
+}
+
 /* Becomes the writer (sets KL_RM_S_WRITER) when the fast CAS failed. */
 static KL_NOINLINE void rm_write_acquire_slow(struct kl_rmlock *lk, struct kli_thread *self,
-					      struct kli_wait *w)
+					      struct kli_wait *w, bool *was_unbiased)
 {
 	bool sleepable = lk->flags & KL_RM_SLEEPABLE;
-	uint32_t zero;
 
 	for (;;) {
 		kli_wait_spin(w);
-		rm_spin_until_clear(lk, ~0u, !sleepable);
-		zero = 0;
-		if (atomic_compare_exchange_strong_explicit(&lk->state, &zero, KL_RM_S_WRITER,
-							    memory_order_acquire, /* G */
-							    memory_order_relaxed))
+		rm_spin_until_clear(lk, ~KL_RM_S_UNBIASED, !sleepable);
+		if (rm_claim(lk, was_unbiased))
 			return;
-		if (sleepable && rm_park(lk, self, KLI_RDM_WRITER, w) == RM_TOKEN_HANDOFF)
-			return; /* K: the previous writer passed KL_RM_S_WRITER to us */
+		if (sleepable && rm_park(lk, self, KLI_RDM_WRITER, w) == RM_TOKEN_HANDOFF) {
+			/* K: the previous writer passed KL_RM_S_WRITER to us; the lock has been
+			 * unbiased since that writer's claim (no reader re-arms under WRITER). */
+			*was_unbiased = true;
+			return;
+		}
 	}
 }
 
@@ -659,12 +802,43 @@ static bool rm_scan(struct kl_rmlock *lk, struct kli_wait *w)
 }
 
 /* The rendezvous, first half: after KL_RM_S_WRITER is set, make every reader either
- * visible or turned away (D), and look once. True when no reader holds the lock: the
- * common case, which never touches a wait episode. */
-static inline bool rm_rendezvous(struct kl_rmlock *lk)
+ * visible or turned away, and look once. A biased lock is revoked (D, the membarrier:
+ * readers may have used only the compiler barrier B); on an unbiased one every reader
+ * that can still be inside passed B', so D', a full fence, is enough. *@t0: when the
+ * revocation began (0: none). True when no reader holds the lock: the common case,
+ * which never touches a wait episode. */
+static inline bool rm_rendezvous(struct kl_rmlock *lk, bool was_unbiased, uint64_t *t0)
 {
-	kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
+	*t0 = 0;
+	if (was_unbiased || !kli_fence_asym) {
+		atomic_thread_fence(memory_order_seq_cst); /* D': pairs with B' in the readers */
+	} else {
+		*t0 = kli_now_ns();
+		kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
+	}
 	return !rm_any_reader(lk);
+}
+
+/* A revocation that began at @t0 (0: none) is complete (every reader drained): open the
+ * inhibit window, KL_RM_INHIBIT_MULT times its cost, and count it. Under the write hold;
+ * readers read rearm_at only after an acquire load of state saw the release G. */
+static void rm_revoked(struct kl_rmlock *lk, uint64_t t0)
+{
+	uint64_t now, cost, win;
+
+	if (t0 == 0)
+		return;
+	now = kli_now_ns();
+	cost = now - t0;
+	win = cost * rm_inhibit_mult();
+	if (win > RM_INHIBIT_MAX_NS)
+		win = RM_INHIBIT_MAX_NS;
+	atomic_store_explicit(&lk->rearm_at, now + win, memory_order_relaxed);
+	atomic_store_explicit(&lk->unbiased_at, t0, memory_order_relaxed);
+	atomic_store_explicit(&lk->revoke_ns, cost, memory_order_relaxed);
+	atomic_store_explicit(&lk->revocations,
+			      atomic_load_explicit(&lk->revocations, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 /* Second half: wait for the readers seen until a pass finds none (I3). */
@@ -681,14 +855,15 @@ static void rm_drain(struct kl_rmlock *lk, struct kli_wait *w)
 /* write_lock when the CAS failed (@have_writer false: wait for the writer bit) or the
  * rendezvous saw readers: one wait episode for the whole acquisition. */
 static KL_NOINLINE void rm_write_lock_slow(struct kl_rmlock *lk, struct kli_thread *self,
-					   bool have_writer, const void *site)
+					   bool have_writer, uint64_t *t0, const void *site)
 {
 	struct kli_wait w;
+	bool was_unbiased;
 
 	kli_wait_begin(&w);
 	if (!have_writer) {
-		rm_write_acquire_slow(lk, self, &w);
-		kli_fence_heavy(); /* D */
+		rm_write_acquire_slow(lk, self, &w, &was_unbiased);
+		(void)rm_rendezvous(lk, was_unbiased, t0); /* D or D' */
 	}
 	rm_drain(lk, &w);
 	kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, site);
@@ -697,17 +872,16 @@ static KL_NOINLINE void rm_write_lock_slow(struct kl_rmlock *lk, struct kli_thre
 void kl_rmlock_write_lock(struct kl_rmlock *lk)
 {
 	struct kli_thread *self = kli_self();
-	uint32_t zero = 0;
-	bool have_writer;
+	bool have_writer, was_unbiased = false;
+	uint64_t t0 = 0;
 
 	if (!rm_check_write(lk, self, KLI_SITE()))
 		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	have_writer = atomic_compare_exchange_strong_explicit(&lk->state, &zero, KL_RM_S_WRITER,
-							      memory_order_acquire, /* G */
-							      memory_order_relaxed);
-	if (kl_unlikely(!have_writer || !rm_rendezvous(lk)))
-		rm_write_lock_slow(lk, self, have_writer, KLI_SITE());
+	have_writer = rm_claim(lk, &was_unbiased);
+	if (kl_unlikely(!have_writer || !rm_rendezvous(lk, was_unbiased, &t0)))
+		rm_write_lock_slow(lk, self, have_writer, &t0, KLI_SITE());
+	rm_revoked(lk, t0);
 	atomic_store_explicit(&lk->owner, (uintptr_t)self, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
@@ -726,12 +900,13 @@ static uintptr_t rm_unpark_cb(const struct kli_unpark_result *res, void *arg)
 
 	c->again = false;
 	if (!res->unparked) {
-		atomic_store_explicit(&lk->state, 0, memory_order_release); /* G, I5 */
+		atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_release); /* G, I5 */
 		return 0;
 	}
 	if (res->thread->rdm_role == KLI_RDM_WRITER) {
 		atomic_store_explicit(&lk->state,
-				      KL_RM_S_WRITER | (res->more ? RM_S_QUEUED : 0),
+				      KL_RM_S_WRITER | KL_RM_S_UNBIASED |
+					      (res->more ? RM_S_QUEUED : 0),
 				      memory_order_release);
 		return RM_TOKEN_HANDOFF; /* K */
 	}
@@ -739,7 +914,7 @@ static uintptr_t rm_unpark_cb(const struct kli_unpark_result *res, void *arg)
 	if (res->more)
 		c->again = true;
 	else
-		atomic_store_explicit(&lk->state, 0, memory_order_release); /* G, I5 */
+		atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_release); /* G, I5 */
 	return RM_TOKEN_ADMIT;
 }
 
@@ -755,11 +930,13 @@ static KL_NOINLINE void rm_unlock_slow(struct kl_rmlock *lk)
 /* Releases the write hold: the common tail of write_unlock and a failed write_trylock. */
 static void rm_write_release(struct kl_rmlock *lk)
 {
-	uint32_t w = KL_RM_S_WRITER;
+	uint32_t w = KL_RM_S_WRITER | KL_RM_S_UNBIASED;
 
 	atomic_store_explicit(&lk->owner, 0, memory_order_relaxed);
+	/* The lock stays unbiased: the next write skips the membarrier unless a reader
+	 * re-armed the bias in between (FreeBSD's read tokens, kept between writes). */
 	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(
-		    &lk->state, &w, 0, memory_order_release, /* G */
+		    &lk->state, &w, KL_RM_S_UNBIASED, memory_order_release, /* G */
 		    memory_order_relaxed)))
 		rm_unlock_slow(lk);
 }
@@ -767,18 +944,19 @@ static void rm_write_release(struct kl_rmlock *lk)
 bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 {
 	struct kli_thread *self = kli_self();
-	uint32_t zero = 0;
+	bool was_unbiased, none;
+	uint64_t t0;
 
 	if (!rm_check_write(lk, self, KLI_SITE()))
 		return false;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
-	if (!atomic_compare_exchange_strong_explicit(&lk->state, &zero, KL_RM_S_WRITER,
-						     memory_order_acquire, /* G */
-						     memory_order_relaxed)) {
+	if (!rm_claim(lk, &was_unbiased)) {
 		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
 		return false;
 	}
-	if (!rm_rendezvous(lk)) {
+	none = rm_rendezvous(lk, was_unbiased, &t0);
+	rm_revoked(lk, t0); /* revoked even when readers make us fail: the lock stays unbiased */
+	if (!none) {
 		rm_write_release(lk);
 		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
 		return false;
@@ -812,4 +990,19 @@ bool kl_rmlock_wowned(const struct kl_rmlock *lk)
 
 	return self != NULL &&
 	       atomic_load_explicit(&lk->owner, memory_order_relaxed) == (uintptr_t)self;
+}
+
+void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bias *out)
+{
+	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed);
+	uint64_t ns = atomic_load_explicit(&lk->unbiased_ns, memory_order_relaxed);
+	bool unbiased = (s & KL_RM_S_UNBIASED) && s != RM_S_POISON;
+
+	kli_init();
+	if (kli_fence_asym && unbiased)
+		ns += kli_now_ns() - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed);
+	out->revocations = atomic_load_explicit(&lk->revocations, memory_order_relaxed);
+	out->revoke_ns = atomic_load_explicit(&lk->revoke_ns, memory_order_relaxed);
+	out->unbiased_ns = kli_fence_asym ? ns : 0;
+	out->biased = kli_fence_asym && !unbiased && s != RM_S_POISON;
 }

@@ -296,6 +296,232 @@ static void test_rmlock_survives_oversubscription(void **state)
 	run_stress(KL_RM_SLEEPABLE, n, 20, klt_scaled(3000));
 }
 
+/* ---- the bias policy ------------------------------------------------------------------- */
+
+/* A reader and a writer on a lock kept unbiased for the whole run (its inhibit window
+ * pushed to infinity): every write skips the membarrier, so only the reader's full fence
+ * B' (and the writer's D') keep them apart. The two threads meet at a barrier before
+ * every round and then lock at once (a store-buffering litmus test with the lock as the
+ * pattern); inside, each announces itself with a seq_cst RMW and then looks for the
+ * other, so two sections that overlap are always seen. */
+struct unbiased {
+	struct kl_rmlock lk;
+	_Atomic long arrived;
+	_Atomic int readers_in, writers_in;
+	volatile long a, b;
+	_Atomic long overlap, writes;
+	_Atomic bool stop;  /* time is up (slow instrumented builds): leave at the barrier */
+	long rounds;
+	struct { _Alignas(128) _Atomic long v; } lines[8]; /* see unbiased_fill() */
+};
+
+/* Spin iterations inside a section: the other side's look falls inside it. */
+#define UNBIASED_SPIN 20
+/* Seconds per flag set at most: the rounds are for fast builds; TSan and valgrind stop
+ * early (well inside the per-test watchdog). */
+#define UNBIASED_BUDGET_S 15
+/* Barrier spins before the waiting thread yields (the other may be descheduled). */
+#define UNBIASED_BARRIER_SPINS 2000
+/* After the barrier each side waits 0..UNBIASED_SKEW-1 iterations, its own sequence, so
+ * the offset between the two sweeps the race window (the last to arrive would otherwise
+ * always be a cache-line transfer ahead). */
+#define UNBIASED_SKEW 64
+
+/* False once the run is stopped (the other side may never arrive). */
+static bool unbiased_barrier(struct unbiased *u, long round, unsigned salt)
+{
+	int spins = 0;
+
+	atomic_fetch_add(&u->arrived, 1);
+	while (atomic_load(&u->arrived) < 2 * (round + 1)) {
+		if (++spins % UNBIASED_BARRIER_SPINS == 0) {
+			if (atomic_load(&u->stop))
+				return false;
+			sched_yield();
+		}
+	}
+	for (volatile unsigned k = 0; k < ((unsigned)round * salt) % UNBIASED_SKEW; k++)
+		;
+	return true;
+}
+
+/* Stores to lines the other thread wrote last: each needs a cache-line transfer, and on
+ * a TSO machine the reader's slot store drains only after them, so its later load of the
+ * lock state runs far ahead of it - the reordering B' exists to forbid, made likely. */
+static void unbiased_fill(struct unbiased *u, long v)
+{
+	for (size_t i = 0; i < KL_ARRAY_SIZE(u->lines); i++)
+		atomic_store_explicit(&u->lines[i].v, v, memory_order_relaxed);
+}
+
+static void unbiased_write(struct unbiased *u)
+{
+	kl_rmlock_write_lock(&u->lk);
+	atomic_fetch_add(&u->writers_in, 1);
+	if (atomic_load(&u->readers_in) != 0)
+		atomic_fetch_add(&u->overlap, 1);
+	u->a++;
+	unbiased_fill(u, u->a);
+	for (volatile int k = 0; k < UNBIASED_SPIN; k++)
+		;
+	u->b++;
+	atomic_fetch_sub(&u->writers_in, 1);
+	kl_rmlock_write_unlock(&u->lk);
+	atomic_fetch_add(&u->writes, 1);
+}
+
+static void unbiased_read(struct unbiased *u)
+{
+	struct kl_rm_tracker tr;
+	long a;
+
+	(void)atomic_load_explicit(&u->lk.state, memory_order_relaxed); /* cached: fast look */
+	unbiased_fill(u, -1);
+	kl_rmlock_read_lock(&u->lk, &tr);
+	atomic_fetch_add(&u->readers_in, 1);
+	a = u->a;
+	for (volatile int k = 0; k < UNBIASED_SPIN; k++)
+		;
+	if (a != u->b || atomic_load(&u->writers_in) != 0)
+		atomic_fetch_add(&u->overlap, 1);
+	atomic_fetch_sub(&u->readers_in, 1);
+	kl_rmlock_read_unlock(&u->lk, &tr);
+}
+
+static void *unbiased_writer(void *arg)
+{
+	struct unbiased *u = arg;
+
+	for (long i = 0; i < u->rounds && unbiased_barrier(u, i, 7); i++)
+		unbiased_write(u);
+	return NULL;
+}
+
+static void *unbiased_reader(void *arg)
+{
+	struct unbiased *u = arg;
+
+	for (long i = 0; i < u->rounds && unbiased_barrier(u, i, 13); i++)
+		unbiased_read(u);
+	return NULL;
+}
+
+/* Revocations @lk has paid so far. */
+static uint64_t revocations(const struct kl_rmlock *lk)
+{
+	struct kl_rmlock_bias b;
+
+	kl_rmlock_bias_stats(lk, &b);
+	return b.revocations;
+}
+
+static bool biased(const struct kl_rmlock *lk)
+{
+	struct kl_rmlock_bias b;
+
+	kl_rmlock_bias_stats(lk, &b);
+	return b.biased;
+}
+
+/* The readers' fence is what makes this pass: with B' removed (a compiler barrier in
+ * its place, in klock/rmlock.h and rm_read_state()) the two overlap in a few rounds in
+ * a thousand on x86. */
+static void test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier(
+	void **state)
+{
+	static const unsigned flags[] = { 0, KL_RM_SLEEPABLE };
+
+	(void)state;
+	for (size_t f = 0; f < KL_ARRAY_SIZE(flags); f++) {
+		static struct unbiased u;
+		pthread_t w, r;
+		int64_t end;
+
+		memset(&u, 0, sizeof(u));
+		u.rounds = klt_scaled(100000);
+		assert_int_equal(kl_rmlock_init(&u.lk, flags[f]), 0);
+		kl_rmlock_write_lock(&u.lk); /* revokes the bias (membarrier mode) */
+		kl_rmlock_write_unlock(&u.lk);
+		atomic_store(&u.lk.rearm_at, UINT64_MAX); /* ... for good */
+		assert_false(biased(&u.lk));
+		assert_int_equal(revocations(&u.lk), kl_fence_asymmetric() ? 1 : 0);
+		assert_int_equal(pthread_create(&w, NULL, unbiased_writer, &u), 0);
+		assert_int_equal(pthread_create(&r, NULL, unbiased_reader, &u), 0);
+		end = klt_now_ns() + UNBIASED_BUDGET_S * KLT_NSEC_PER_SEC;
+		while (atomic_load(&u.arrived) < 2 * u.rounds && klt_now_ns() < end)
+			klt_sleep_ms(10);
+		atomic_store(&u.stop, true);
+		pthread_join(w, NULL);
+		pthread_join(r, NULL);
+		assert_int_equal(atomic_load(&u.overlap), 0);
+		assert_true(atomic_load(&u.writes) > 0);
+		assert_int_equal(u.a, atomic_load(&u.writes));
+		assert_int_equal(u.b, u.a);
+		/* every one of those writes skipped the membarrier */
+		assert_int_equal(revocations(&u.lk), kl_fence_asymmetric() ? 1 : 0);
+		assert_int_equal(kl_rmlock_destroy(&u.lk), 0);
+	}
+}
+
+/* Writes with no reader in between revoke once (FreeBSD's tokens kept between writes);
+ * once writes stop, readers re-arm the bias after the window, and the next write revokes
+ * again. */
+static void test_rmlock_bias_returns_after_writes_stop(void **state)
+{
+	struct kl_rmlock lk;
+	struct kl_rm_tracker tr;
+	int64_t end;
+
+	(void)state;
+	if (!kl_fence_asymmetric())
+		skip(); /* no membarrier: never biased (the next test) */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	assert_true(biased(&lk));
+	for (int i = 0; i < 10; i++) {
+		kl_rmlock_write_lock(&lk);
+		kl_rmlock_write_unlock(&lk);
+	}
+	assert_false(biased(&lk));
+	assert_int_equal(revocations(&lk), 1);
+	end = klt_now_ns() + 30 * KLT_NSEC_PER_SEC; /* the window is microseconds */
+	while (!biased(&lk)) {
+		assert_true(klt_now_ns() < end);
+		kl_rmlock_read_lock(&lk, &tr);
+		kl_rmlock_read_unlock(&lk, &tr);
+	}
+	kl_rmlock_write_lock(&lk);
+	kl_rmlock_write_unlock(&lk);
+	assert_false(biased(&lk));
+	assert_int_equal(revocations(&lk), 2);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
+/* Without membarrier there is no fence-free read path to return to: the lock is never
+ * biased, however long the reads go on, and no write counts as a revocation. */
+static void test_rmlock_without_membarrier_stays_unbiased(void **state)
+{
+	struct kl_rmlock lk;
+	struct kl_rm_tracker tr;
+	int64_t end;
+
+	(void)state;
+	if (kl_fence_asymmetric())
+		skip(); /* runs in unit.rmlock.nomembarrier (KLOCK_NO_MEMBARRIER=1) */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	assert_false(biased(&lk));
+	kl_rmlock_write_lock(&lk);
+	kl_rmlock_write_unlock(&lk);
+	end = klt_now_ns() + KLT_NSEC_PER_SEC / 20;
+	while (klt_now_ns() < end) { /* far past any inhibit window */
+		kl_rmlock_read_lock(&lk, &tr);
+		kl_rmlock_read_unlock(&lk, &tr);
+	}
+	assert_false(biased(&lk));
+	assert_int_equal(revocations(&lk), 0);
+	assert_int_equal(lk.state & KL_RM_S_UNBIASED, KL_RM_S_UNBIASED);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
 /* ---- writer waits for readers, new readers wait for a waiting writer --------------------- */
 
 struct wctx {
@@ -541,7 +767,7 @@ static void test_rmlock_waiter_queueing_during_unlock_is_not_lost(void **state)
 	atomic_store(&r.stop, 1);
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
-	assert_int_equal(atomic_load(&r.lk.state), 0);
+	assert_int_equal(atomic_load(&r.lk.state) & ~KL_RM_S_UNBIASED, 0); /* no stale bit */
 	assert_int_equal(kl_rmlock_destroy(&r.lk), 0);
 }
 
@@ -864,6 +1090,9 @@ int main(void)
 		T(test_rmlock_writer_excludes_readers_and_writers),
 		T(test_rmlock_waiter_queueing_during_unlock_is_not_lost),
 		T(test_rmlock_survives_oversubscription),
+		T(test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier),
+		T(test_rmlock_bias_returns_after_writes_stop),
+		T(test_rmlock_without_membarrier_stays_unbiased),
 		T(test_rmlock_writer_waits_for_readers),
 		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),
 		T(test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag),

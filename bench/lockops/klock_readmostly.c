@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench/lockops/klock_readmostly.c - klock's read-mostly locks as adapters:
- *   kl_rmlock            FreeBSD rmlock: per-thread read slots, membarrier rendezvous;
+ *   kl_rmlock            FreeBSD rmlock: per-thread read slots, membarrier rendezvous
+ *                        while biased, fenced readers after a write (BRAVO policy);
  *                        waiters spin (then yield). ts = struct kl_rm_tracker.
  *   kl_rmlock_sleepable  the same with KL_RM_SLEEPABLE: waiters park, FIFO hand-off.
  *   kl_pcpu_rwsem        Linux percpu-rwsem: rseq per-CPU counters, rcu_sync; no token.
@@ -67,10 +68,19 @@ static bool rm_rtrylock(void *l, void *ts)
 
 LOCKOPS_PAIR_LOOP(rm_rloop, struct kl_rmlock, kl_rmlock_read_lock(L, T), kl_rmlock_read_unlock(L, T))
 
+static void rm_bias(const void *l, uint64_t *revocations, uint64_t *unbiased_ns)
+{
+	struct kl_rmlock_bias b;
+
+	kl_rmlock_bias_stats(l, &b);
+	*revocations = b.revocations;
+	*unbiased_ns = b.unbiased_ns;
+}
+
 static const struct lockops kl_rmlock_ops = {
 	.name = "kl_rmlock",
 	.family = "klock",
-	.summary = "FreeBSD rmlock: fence-free readers, membarrier + scan writers (spinning)",
+	.summary = "FreeBSD rmlock + BRAVO bias: fence-free readers until writes come (spinning)",
 	.flags = LOCKOPS_RW | LOCKOPS_READ_BIASED | LOCKOPS_NO_RECURSE_READ,
 	.size = sizeof(struct kl_rmlock),
 	.tsize = sizeof(struct kl_rm_tracker),
@@ -83,6 +93,7 @@ static const struct lockops kl_rmlock_ops = {
 	.read_unlock = rm_runlock,
 	.read_trylock = rm_rtrylock,
 	.read_pair_loop = rm_rloop,
+	.bias = rm_bias,
 };
 LOCKOPS_REGISTER(kl_rmlock_ops)
 
@@ -101,6 +112,7 @@ static const struct lockops kl_rmlock_sleepable_ops = {
 	.read_lock = rm_rlock,
 	.read_unlock = rm_runlock,
 	.read_trylock = rm_rtrylock,
+	.bias = rm_bias,
 };
 LOCKOPS_REGISTER(kl_rmlock_sleepable_ops)
 

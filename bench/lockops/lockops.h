@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 /* Alignment the drivers give lock objects (two cache lines: no false sharing with data). */
@@ -102,6 +103,11 @@ struct lockops {
 	 */
 	void (*read_pair_loop)(void *lock, void *ts, unsigned long n);
 	void (*write_pair_loop)(void *lock, void *ts, unsigned long n);
+
+	/* Optional (NULL: none): a reader-bias policy's counters since init - revocations
+	 * and ns spent unbiased (kl_rmlock_bias_stats). klbench reports their change over
+	 * the measured interval. */
+	void (*bias)(const void *lock, uint64_t *revocations, uint64_t *unbiased_ns);
 };
 
 /* Defines `static void NAME(void *lock, void *ts, unsigned long n)` running n pairs of

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * klock/rmlock.h - read-mostly lock with FreeBSD rmlock(9) semantics: readers touch no
- * shared cache line and execute no atomic read-modify-write and no fence; a writer pays
- * for that with a rendezvous (membarrier) and a scan of the threads' read holds.
+ * klock/rmlock.h - read-mostly lock with FreeBSD rmlock(9) semantics that adapts to the
+ * write rate. While the lock is BIASED (no write for a while) readers touch no shared
+ * cache line and execute no atomic read-modify-write and no fence; the first writer pays
+ * for that with a rendezvous (membarrier) and a scan of the threads' read holds, and
+ * leaves the lock UNBIASED: readers then add one full fence, and writers skip the
+ * membarrier. Readers re-arm the bias once a window of KL_RM_INHIBIT_MULT times the
+ * measured revocation cost has passed (BRAVO, Dice & Kogan 2019), so revocations take a
+ * bounded share of the run time whatever the write rate.
  *
  *   struct kl_rmlock lk;                 struct kl_rm_tracker tr;   (caller-owned)
  *   kl_rmlock_init(&lk, 0);              kl_rmlock_read_lock(&lk, &tr);
@@ -10,10 +15,11 @@
  *   ... write ...                        kl_rmlock_read_unlock(&lk, &tr);
  *   kl_rmlock_write_unlock(&lk);
  *
- * Use it where reads outnumber writes by orders of magnitude (configuration, routing
- * tables, module lists): a read costs about what an RCU read-side section costs, a write
- * costs a membarrier(PRIVATE_EXPEDITED) plus a walk over every thread that ever used
- * klock. At ~50% writes a classic rwlock wins (docs/design-readmostly.md has the figures).
+ * Use it where reads outnumber writes (configuration, routing tables, module lists): a
+ * biased read costs about what an RCU read-side section costs, an unbiased one about what
+ * a ck_brlock read costs; a revoking write costs a membarrier(PRIVATE_EXPEDITED) plus a
+ * walk over every thread that ever used klock, a write on an unbiased lock a fence plus
+ * the walk (docs/design-readmostly.md has the figures).
  *
  * Flags (kl_rmlock_init):
  *   KL_RM_RECURSE    a thread that already read-holds the lock may read-lock it again
@@ -64,6 +70,13 @@ KL_BEGIN_DECLS
 /* Lock state bits (private; here because the inline fast path tests them). */
 #define KL_RM_S_WRITER 0x1u   /* a writer owns the lock or is draining readers */
 #define KL_RM_S_WSLEEP 0x2u   /* the draining writer sleeps: read_unlock must look */
+#define KL_RM_S_UNBIASED 0x8u /* readers publish with a full fence; writers skip membarrier */
+
+/* Inhibit window after a revocation: readers re-arm the bias only this many times the
+ * measured revocation cost later, so revocations take at most 1/(1+N) of the run time
+ * (docs/design-readmostly.md has the sweep that chose it). KLOCK_RM_INHIBIT=N overrides
+ * it at run time (for such sweeps). */
+#define KL_RM_INHIBIT_MULT 9
 
 struct kl_rmlock {
 	KL_ATOMIC(uint32_t) state;     /* KL_RM_S_* and private bits; read by every reader */
@@ -72,10 +85,16 @@ struct kl_rmlock {
 	KL_ATOMIC(uint32_t) ovf;       /* read holds that live here, not in a thread record */
 	KL_ATOMIC(uintptr_t) wait_for; /* the reader record a sleeping writer waits for */
 	KL_ATOMIC(uintptr_t) owner;    /* the write owner's thread record, 0 when none */
+	/* Bias policy (written by revoking writers and re-arming readers only): */
+	KL_ATOMIC(uint64_t) rearm_at;    /* monotonic ns from which readers may re-arm */
+	KL_ATOMIC(uint64_t) unbiased_at; /* monotonic ns of the last revocation */
+	KL_ATOMIC(uint64_t) unbiased_ns; /* time spent unbiased up to the last re-arm */
+	KL_ATOMIC(uint64_t) revocations; /* revocations (membarrier rendezvous) paid */
+	KL_ATOMIC(uint64_t) revoke_ns;   /* cost of the last revocation */
 };
 
 /* Static initializer: `struct kl_rmlock lk = KL_RMLOCK_INITIALIZER(KL_RM_SLEEPABLE);` */
-#define KL_RMLOCK_INITIALIZER(flags) { 0, (flags), 0, 0, 0, 0 }
+#define KL_RMLOCK_INITIALIZER(flags) { 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Per-acquisition read token, owned by the caller (usually on the stack), passed to the
@@ -98,7 +117,7 @@ struct kl_rm_tracker {
  */
 struct kl_rm_reader {
 	uint32_t depth;
-	uint32_t spare;
+	uint32_t unbiased_left; /* fenced reads left before the next look at the re-arm clock */
 	KL_ATOMIC(uintptr_t) slot[KL_RM_SLOTS + 1];
 };
 
@@ -152,8 +171,9 @@ KL_API void kl_rmlock_read_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *tr
 
 /**
  * kl_rmlock_write_lock - take @lk exclusive: excludes writers and readers. Blocks:
- * announces itself (new readers hold back), issues one heavy fence (membarrier), then
- * waits for every read hold it can see. Not recursive; deadlocks if the caller read-holds
+ * announces itself (new readers hold back), issues one heavy fence (membarrier) when the
+ * lock is biased (a revocation; a full fence when it is not), then waits for every read
+ * hold it can see. Not recursive; deadlocks if the caller read-holds
  * @lk (debug builds report both). Unlocked by the same thread.
  */
 KL_API void kl_rmlock_write_lock(struct kl_rmlock *lk) KL_NONNULL(1);
@@ -161,7 +181,7 @@ KL_API void kl_rmlock_write_lock(struct kl_rmlock *lk) KL_NONNULL(1);
 /**
  * kl_rmlock_write_trylock - take @lk exclusive if no other writer holds or waits for it
  * and no thread read-holds it. Returns true on success. Does not sleep, but pays the
- * heavy fence and the scan before it can tell (microseconds).
+ * fence (a membarrier when the lock is biased) and the scan before it can tell.
  */
 KL_API bool kl_rmlock_write_trylock(struct kl_rmlock *lk) KL_NONNULL(1) KL_WARN_UNUSED;
 
@@ -173,6 +193,22 @@ KL_API void kl_rmlock_write_unlock(struct kl_rmlock *lk) KL_NONNULL(1);
 
 /* kl_rmlock_wowned - true when the calling thread write-holds @lk. Never blocks. */
 KL_API bool kl_rmlock_wowned(const struct kl_rmlock *lk) KL_NONNULL(1);
+
+/* The bias policy's record of one lock (kl_rmlock_bias_stats()). */
+struct kl_rmlock_bias {
+	uint64_t revocations;  /* writes that paid the membarrier rendezvous */
+	uint64_t unbiased_ns;  /* time the lock spent unbiased, up to now */
+	uint64_t revoke_ns;    /* cost of the last revocation (0: none yet) */
+	bool biased;           /* readers take the fence-free path now */
+};
+
+/**
+ * kl_rmlock_bias_stats - fill @out with @lk's bias policy record (a relaxed snapshot).
+ * Without membarrier (KLOCK_NO_MEMBARRIER, seccomp, non-Linux) a lock is never biased
+ * and counts no revocations. Never blocks.
+ */
+KL_API void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bias *out)
+	KL_NONNULL(1, 2);
 
 /*
  * ---- inline read fast path ---------------------------------------------------------
@@ -188,23 +224,34 @@ KL_API bool kl_rmlock_wowned(const struct kl_rmlock *lk) KL_NONNULL(1);
 /*
  * Push @lk on the thread's stack of read holds, then look for a writer. The compiler
  * barrier between is B, the light half of the asymmetric pair B/D: D is the
- * membarrier(PRIVATE_EXPEDITED) a writer issues after setting KL_RM_S_WRITER and
- * before scanning the slots, so either the writer sees this slot or this load sees
- * the writer. The acquire load pairs with the writer's release in write_unlock.
+ * membarrier(PRIVATE_EXPEDITED) a revoking writer issues after setting KL_RM_S_WRITER
+ * and before scanning the slots, so either the writer sees this slot or this load sees
+ * the writer. On an unbiased lock no writer issues D, so the reader adds B', a full
+ * fence, and looks again (B'/D': D' is the writer's full fence after its CAS). The
+ * acquire loads pair with the writer's release in write_unlock (G). Every
+ * unbiased_left-th fenced read goes out of line, where the re-arm clock is read.
  */
 static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	struct kl_rm_reader *r = kl_rm_self;
-	uint32_t d = r->depth;
+	uint32_t d = r->depth, s;
 
 	if (__builtin_expect(d < KL_RM_SLOTS, 1)) {
 		r->depth = d + 1;
 		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
-		if (__builtin_expect(!(atomic_load_explicit(&lk->state, memory_order_acquire) &
-				       KL_RM_S_WRITER), 1))
+		s = atomic_load_explicit(&lk->state, memory_order_acquire);
+		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)), 1))
 			return;
-		/* A writer: undo, and let the out-of-line path redo it and wait. */
+		if (s == KL_RM_S_UNBIASED && r->unbiased_left != 0) {
+			atomic_thread_fence(memory_order_seq_cst); /* B': pairs with D' */
+			if (!(atomic_load_explicit(&lk->state, memory_order_acquire) &
+			      KL_RM_S_WRITER)) {
+				r->unbiased_left--;
+				return;
+			}
+		}
+		/* A writer (or time to look at the clock): undo, go out of line. */
 		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
 		r->depth = d;
 	}

@@ -511,6 +511,7 @@ void *kt_worker(void *arg)
 		if ((r->cfg->perturb & KT_P_CHURN) && done >= s->lifetime)
 			break;
 		think(r, s);
+		kt_phase_point(r, s);
 		one_op(r, s, &d);
 		done++;
 	}

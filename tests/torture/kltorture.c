@@ -45,7 +45,7 @@
 #define SECCOMP_CHILD_ARG "--in-seccomp"
 
 static const char *const perturb_names[] = {
-	"delays", "longhold", "stutter", "shuffle", "signals", "churn", "try", "timed",
+	"delays", "longhold", "stutter", "shuffle", "signals", "churn", "try", "timed", "phases",
 };
 
 struct selection {
@@ -178,6 +178,7 @@ static void drive(struct kt_run *r)
 	int64_t now = kt_now_ns();
 	int64_t end = now + (int64_t)(r->cfg->secs * KT_NSEC_PER_SEC);
 	int64_t next_stutter = now + (int64_t)(kt_xorshift(&r->rng) % (KT_NSEC_PER_SEC / 2));
+	int64_t next_phase = now;
 
 	kt_watchdog_start(r);
 	pthread_mutex_lock(&r->exit_m);
@@ -192,6 +193,7 @@ static void drive(struct kt_run *r)
 	while ((now = kt_now_ns()) < end) {
 		wait_exits(r, DRIVER_TICK_NS);
 		kt_driver_tick(r, now, &next_stutter);
+		kt_phase_tick(r, now, &next_phase);
 	}
 	atomic_store(&r->stop, true);
 	kt_perturb_stop(r);
@@ -270,6 +272,14 @@ static void print_extras(const struct kt_run *r)
 	       "%ld, signals %ld\n", r->ops->name, tries, try_fails, timed, timeouts, holds,
 	       r->threads_started, r->stutters, atomic_load(&r->shuffles), moves,
 	       atomic_load(&r->signals_sent));
+	if (r->ops->bias != NULL) { /* the mode switches the phases caused */
+		uint64_t revs = 0, unbiased_ns = 0;
+
+		r->ops->bias(r->lock, &revs, &unbiased_ns);
+		printf("kltorture: %s: write-rate phases %ld, bias revocations %llu, unbiased "
+		       "%.2f s\n", r->ops->name, r->phases, (unsigned long long)revs,
+		       (double)unbiased_ns / KT_NSEC_PER_SEC);
+	}
 	if (r->optimistic)
 		printf("kltorture: %s: optimistic read sections retried %ld\n", r->ops->name,
 		       retries);
@@ -393,7 +403,7 @@ static void usage(FILE *f)
 	      "  --writers N       writer threads (default: CPUs, 2x CPUs for exclusive locks)\n"
 	      "  --readers N       reader threads (default: CPUs)\n"
 	      "  --perturb LIST    all, none, or a comma list; -NAME removes one:\n"
-	      "                    delays longhold stutter shuffle signals churn try timed\n"
+	      "                    delays longhold stutter shuffle signals churn try timed phases\n"
 	      "  --watchdog S      fail a run with no acquisition for S seconds (default 10)\n"
 	      "  --seed N          random seed (env KLTORTURE_SEED; default: time)\n"
 	      "  --seccomp         run under a seccomp filter that makes membarrier fail (EPERM)\n"

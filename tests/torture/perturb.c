@@ -30,6 +30,12 @@
 #define STUTTER_RUN_SPAN_NS (400 * KT_NSEC_PER_MSEC)
 #define STUTTER_PAUSE_MIN_NS (20 * KT_NSEC_PER_MSEC)
 #define STUTTER_PAUSE_SPAN_NS (30 * KT_NSEC_PER_MSEC)
+/* Length of one write-rate phase, and a writer's pause before each write in the sparse
+ * phase (about 1 write per PHASE_SPARSE_NS per writer: far below the full rate). */
+#define PHASE_NS (40 * KT_NSEC_PER_MSEC)
+#define PHASE_SPARSE_NS (200 * KT_NSEC_PER_USEC)
+/* A writer in the no-write phase looks for the next phase this often. */
+#define PHASE_POLL_NS KT_NSEC_PER_MSEC
 /* Time between affinity shuffles. */
 #define SHUFFLE_NS (20 * KT_NSEC_PER_MSEC)
 /* Time between two signals of the storm. */
@@ -99,6 +105,38 @@ void kt_driver_tick(struct kt_run *r, int64_t now, int64_t *next_stutter)
 		set_paused(r, false);
 		*next_stutter = now + STUTTER_RUN_MIN_NS +
 				(int64_t)(kt_xorshift(&r->rng) % STUTTER_RUN_SPAN_NS);
+	}
+}
+
+/* ---- write-rate phases ------------------------------------------------------------------ */
+
+void kt_phase_tick(struct kt_run *r, int64_t now, int64_t *next_phase)
+{
+	if (!(r->cfg->perturb & KT_P_PHASES) || now < *next_phase)
+		return;
+	atomic_store(&r->phase, (atomic_load(&r->phase) + 1) % KT_PH_COUNT);
+	r->phases++;
+	*next_phase = now + PHASE_NS;
+}
+
+/* A writer before its next operation: hold back as the phase says. */
+void kt_phase_point(struct kt_run *r, struct kt_slot *s)
+{
+	if (!(r->cfg->perturb & KT_P_PHASES) || s->role != KT_WRITER)
+		return;
+	switch (atomic_load_explicit(&r->phase, memory_order_relaxed)) {
+	case KT_PH_NONE:
+		kt_slot_set(s, KT_S_THINK, NULL);
+		while (atomic_load(&r->phase) == KT_PH_NONE && !atomic_load(&r->stop) &&
+		       !atomic_load(&r->paused))
+			kt_sleep_ns(PHASE_POLL_NS);
+		break;
+	case KT_PH_SPARSE:
+		kt_slot_set(s, KT_S_THINK, NULL);
+		kt_sleep_ns((int64_t)(kt_rand(s) % (2 * PHASE_SPARSE_NS)));
+		break;
+	default:
+		break;
 	}
 }
 

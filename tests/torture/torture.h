@@ -49,7 +49,8 @@ enum {
 	KT_P_CHURN = 1u << 5,     /* threads exit and new ones start mid-run */
 	KT_P_TRY = 1u << 6,       /* trylock variants mixed in (when the adapter has them) */
 	KT_P_TIMED = 1u << 7,     /* timed variants mixed in (when the adapter has them) */
-	KT_P_ALL = (1u << 8) - 1,
+	KT_P_PHASES = 1u << 8,    /* write-rate phases: no writes, sparse writes, all writes */
+	KT_P_ALL = (1u << 9) - 1,
 };
 
 /* What a thread is doing, for the watchdog's report. */
@@ -64,6 +65,11 @@ enum kt_state {
 };
 
 enum kt_role { KT_WRITER, KT_READER };
+
+/* Write-rate phases (KT_P_PHASES): the lock sees no writes, rare writes, then the run's
+ * full write rate, in turn - a read-mostly lock with an adaptive policy (kl_rmlock's
+ * bias) switches modes at every change. */
+enum kt_phase { KT_PH_FULL, KT_PH_NONE, KT_PH_SPARSE, KT_PH_COUNT };
 
 /* Debug knobs for the self-test: break the run on purpose. */
 enum kt_inject {
@@ -135,6 +141,9 @@ struct kt_run {
 	pthread_cond_t stutter_c;
 	_Atomic bool paused;
 	long stutters;
+	/* phases: writers hold back (enum kt_phase), switched by the driver */
+	_Atomic int phase;
+	long phases;
 	/* churn: exited incarnations are joined and replaced by the driver */
 	pthread_mutex_t exit_m;
 	pthread_cond_t exit_c;
@@ -165,6 +174,8 @@ void kt_stutter_point(struct kt_run *r, struct kt_slot *s);
 void kt_perturb_start(struct kt_run *r);
 void kt_perturb_stop(struct kt_run *r);
 void kt_driver_tick(struct kt_run *r, int64_t now, int64_t *next_stutter);
+void kt_phase_tick(struct kt_run *r, int64_t now, int64_t *next_phase);
+void kt_phase_point(struct kt_run *r, struct kt_slot *s);
 void kt_migrate_self(struct kt_run *r, struct kt_slot *s);
 void kt_restore_affinity(struct kt_run *r);
 void kt_signals_install(void);
