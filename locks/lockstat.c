@@ -12,7 +12,9 @@
  * lockstat compiled in but stopped a slow path pays one relaxed load of kli_lockstat.on.
  *
  * PER-THREAD TABLES. Each thread that records owns a struct kli_ls_table, reached from its
- * registry record (kli_thread.lockstat), allocated on its first recorded episode and kept
+ * registry record (kli_thread.lockstat), mmap()ed on its first recorded episode (never
+ * malloc: the recording thread holds the lock it just acquired, which may be the
+ * allocator's own mutex under libklock-preload) and kept
  * with the record when the record is recycled. A table is a fixed open-addressed hash:
  * KLI_LS_SLOTS slots, at most KLI_LS_MAX_KEYS keys, Fibonacci hash, linear probing; when
  * it is full, new keys are counted as dropped (lockstat(8)'s buffer overflow). ONLY THE
@@ -74,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <klock/lockstat.h>
@@ -124,7 +127,7 @@ struct kli_ls_table {
 	bool busy;                  /* owner only: inside a write (re-entry guard) */
 	struct kli_ls_held held[KLI_LS_HELD_MAX];
 	struct kli_ls_entry slot[KLI_LS_SLOTS];
-} KL_PADDED;   /* its own lines; and a size aligned_alloc() accepts */
+} KL_PADDED;   /* its own lines (mmap()ed: page-aligned) */
 
 /* A merged row (retired map, snapshots): plain, under a lock or private. */
 struct kli_ls_row {
@@ -304,13 +307,18 @@ static KL_NOINLINE struct kli_ls_table *ls_table_alloc(struct kli_thread *self)
 {
 	struct kli_ls_table *t;
 
+	void *p;
+
 	atomic_store_explicit(&self->lockstat, LS_ALLOCATING, memory_order_relaxed);
-	t = aligned_alloc(KL_ARCH_PAD, sizeof(*t));
-	if (t == NULL) {
+	/* mmap, not malloc: this runs on a slow path right after the lock was acquired, and
+	 * an allocator that guards its arenas with pthread mutexes (jemalloc) under the
+	 * interposer would relock the very mutex this thread now holds. Zeroed, page-aligned. */
+	p = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
 		atomic_store_explicit(&self->lockstat, NULL, memory_order_relaxed);
 		return NULL;
 	}
-	memset(t, 0, sizeof(*t));
+	t = p;
 	atomic_store_explicit(&t->gen, atomic_load_explicit(&kli_lockstat.gen,
 							       memory_order_relaxed),
 			      memory_order_relaxed);
@@ -384,12 +392,15 @@ static struct kli_ls_entry *ls_entry(struct kli_ls_table *t, const void *lock,
 void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 			  enum kli_kind kind, unsigned flags, const void *site)
 {
+	/* The site first: allocating the table may run an interposed function (a malloc
+	 * that locks), which overwrites the preload's kli_site_override. */
+	const void *where = kli_site_program(kli_site(site));
 	struct kli_ls_table *t = ls_table_enter(kli_self());
 	struct kli_ls_entry *e;
 
 	if (t == NULL)
 		return;
-	e = ls_entry(t, lock, kli_site(site), kli_ls_kf(kind, flags));
+	e = ls_entry(t, lock, where, kli_ls_kf(kind, flags));
 	if (e != NULL) {
 		ls_add(e, (flags & KLI_HF_FAILED) ? KLI_LS_FAILED : KLI_LS_CONTENDED, 1);
 		ls_add(e, KLI_LS_NSPIN, ep->nspin);
@@ -427,10 +438,11 @@ void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
 	if (kl_likely(!atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) ||
 	    (flags & KLI_HF_FAILED))
 		return;
+	site = kli_site_program(kli_site(site));   /* before the table: see above */
 	t = ls_table_enter(kli_self());
 	if (t == NULL)
 		return;
-	e = ls_entry(t, lock, site = kli_site(site), kf);
+	e = ls_entry(t, lock, site, kf);
 	if (e != NULL)
 		ls_add(e, KLI_LS_ACQUIRED, 1);
 	if (t->held_n < KLI_LS_HELD_MAX)
@@ -653,6 +665,8 @@ static int ls_start(void)
 	} else {
 		ls.t_start = kli_now_ns();
 		ls_note_threads();
+		kli_symtab_init();
+		kli_site_skip_init();
 		atomic_store_explicit(&kli_lockstat.on, true, memory_order_relaxed);
 	}
 	kli_wordlock_unlock(&ls.ctl);

@@ -193,18 +193,18 @@ static void caller_label(const void *addr, char *buf, size_t len, bool *named,
 		snprintf(buf, len, "%p", addr);
 		return;
 	}
-	*obj = info.dli_fname;
+	*obj = kli_symtab_object(addr, info.dli_fname);   /* the real file, not argv[0] */
 	*named = true;
 	if (info.dli_sname != NULL) {
 		snprintf(buf, len, "%s+0x%lx", info.dli_sname,
 			 (unsigned long)((const char *)addr - (const char *)info.dli_saddr));
 	} else if (kli_symtab_lookup(addr, sym, sizeof(sym), &off)) {
 		snprintf(buf, len, "%s+0x%lx", sym, (unsigned long)off);
-	} else if (info.dli_fname != NULL) {
-		const char *base = strrchr(info.dli_fname, '/');
+	} else if (*obj != NULL) {
+		const char *base = strrchr(*obj, '/');
 
 		*named = false;
-		snprintf(buf, len, "%s+0x%lx", base != NULL ? base + 1 : info.dli_fname,
+		snprintf(buf, len, "%s+0x%lx", base != NULL ? base + 1 : *obj,
 			 (unsigned long)((const char *)addr - (const char *)info.dli_fbase));
 	} else {
 		*named = false;

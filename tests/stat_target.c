@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * tests/stat_target.c - a scripted pthread program for klock-stat's checks
+ * (tests/klock_stat_checks.py). Not linked with -rdynamic: its functions are static, so
+ * only the executable's own symbol table can name them.
+ *
+ *   stat-target [--title] [--serve] [--malloc]
+ *
+ * Always: the main thread holds `target_lock` while a worker blocks on it in
+ * target_wait_static() (the main thread waits until the worker sleeps in the kernel, then
+ * lets it in): one contended acquisition charged to target_wait_static.
+ *   --malloc  workers then churn malloc/free in target_alloc_loop(); with an allocator
+ *             that guards its arenas with pthread mutexes (jemalloc, thread cache off,
+ *             one arena) those mutexes are contended from inside the allocator.
+ *   --title   then rewrites argv[] in place, as setproctitle() does.
+ *   --serve   then prints "ready" and waits for a signal (SIGTERM ends it, as a server).
+ * Without --serve it prints "target: done" and returns from main().
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Polls (1 ms apart) for the worker to fall asleep before giving up. */
+#define POLL_MAX 20000
+/* Threads and rounds of the malloc churn. */
+#define CHURN_THREADS 8
+#define CHURN_ROUNDS 20000
+/* Sizes the churn allocates: small enough for one arena bin. */
+#define CHURN_SIZE 48
+/* Longest /proc/.../stat line read. */
+#define STAT_LINE 512
+
+static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_long worker_tid;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* Whether thread @tid sleeps in the kernel (state S in /proc/self/task/<tid>/stat). */
+static int thread_sleeps(long tid)
+{
+	char path[64], line[STAT_LINE], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	p = fgets(line, sizeof(line), f);
+	fclose(f);
+	p = p != NULL ? strrchr(line, ')') : NULL;
+	return p != NULL && p[1] == ' ' && p[2] == 'S';
+}
+
+static __attribute__((noinline)) void target_wait_static(void)
+{
+	atomic_store(&worker_tid, (long)syscall(SYS_gettid));
+	pthread_mutex_lock(&target_lock);
+	pthread_mutex_unlock(&target_lock);
+}
+
+static void *waiter(void *arg)
+{
+	(void)arg;
+	target_wait_static();
+	return NULL;
+}
+
+/* One contended acquisition of target_lock in target_wait_static(). */
+static int contend_once(void)
+{
+	pthread_t t;
+	int polls = 0;
+
+	pthread_mutex_lock(&target_lock);
+	if (pthread_create(&t, NULL, waiter, NULL) != 0)
+		return 1;
+	while ((atomic_load(&worker_tid) == 0 || !thread_sleeps(atomic_load(&worker_tid))) &&
+	       polls++ < POLL_MAX)
+		sleep_ms(1);
+	sleep_ms(2);
+	pthread_mutex_unlock(&target_lock);
+	pthread_join(t, NULL);
+	return polls < POLL_MAX ? 0 : 1;
+}
+
+static __attribute__((noinline)) void target_alloc_loop(void)
+{
+	void *keep[8] = { 0 };
+
+	for (int i = 0; i < CHURN_ROUNDS; i++) {
+		free(keep[i & 7]);
+		keep[i & 7] = malloc(CHURN_SIZE + (size_t)(i & 15));
+	}
+	for (int i = 0; i < 8; i++)
+		free(keep[i]);
+}
+
+/* jemalloc: no thread cache, every thread on arena 0, so that its mutexes meet. */
+static void *churn(void *arg)
+{
+	int (*mallctl)(const char *, void *, size_t *, void *, size_t) =
+		(int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT,
+										"mallctl");
+	_Bool off = 0;
+	unsigned arena = 0;
+
+	(void)arg;
+	if (mallctl != NULL) {
+		mallctl("thread.tcache.enabled", NULL, NULL, &off, sizeof(off));
+		mallctl("thread.arena", NULL, NULL, &arena, sizeof(arena));
+	}
+	target_alloc_loop();
+	return NULL;
+}
+
+static int churn_all(void)
+{
+	pthread_t t[CHURN_THREADS];
+
+	for (int i = 0; i < CHURN_THREADS; i++)
+		if (pthread_create(&t[i], NULL, churn, NULL) != 0)
+			return 1;
+	for (int i = 0; i < CHURN_THREADS; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* setproctitle(): the argv strings are overwritten in place. */
+static void retitle(int argc, char **argv)
+{
+	char *end = argv[argc - 1] + strlen(argv[argc - 1]);
+
+	memset(argv[0], 0, (size_t)(end - argv[0]));
+	snprintf(argv[0], (size_t)(end - argv[0]) + 1, "x: %s", "retitled");
+}
+
+int main(int argc, char **argv)
+{
+	int title = 0, serve = 0, alloc = 0;
+
+	for (int i = 1; i < argc; i++) {
+		title |= strcmp(argv[i], "--title") == 0;
+		serve |= strcmp(argv[i], "--serve") == 0;
+		alloc |= strcmp(argv[i], "--malloc") == 0;
+	}
+	if (contend_once() != 0) {
+		fputs("target: the worker never slept on target_lock\n", stderr);
+		return 1;
+	}
+	if (alloc && churn_all() != 0)
+		return 1;
+	if (title)
+		retitle(argc, argv);
+	if (serve) {
+		puts("ready");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	puts("target: done");
+	return 0;
+}
