@@ -72,11 +72,14 @@
  * share rows, and a destroyed lock's name is gone by report time (it prints by address).
  * An episode that straddles a reset may be lost. A fork child inherits the parent's data.
  */
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <klock/lockstat.h>
@@ -159,8 +162,11 @@ static struct {
 	/* KLOCK_LOCKSTAT=... at load: report at exit */
 	struct kl_lockstat_options exit_opt;
 	char *exit_path;               /* KLOCK_LOCKSTAT_FILE, absolute; NULL: stderr */
+	int exit_fd;                   /* KLOCK_LOCKSTAT_FD, or -1 */
+	dev_t exit_dev;                /* the file exit_fd named at load (fstat) */
+	ino_t exit_ino;
 	pid_t pid;                     /* the process that started it (fork children skip) */
-} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT };
+} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT, .exit_fd = -1 };
 
 /* ---- fields and hashing ----------------------------------------------------------- */
 
@@ -867,15 +873,80 @@ static void ls_exit_path(char *buf, size_t len)
 	buf[n < len ? n : len - 1] = '\0';
 }
 
+/* Whether KLOCK_LOCKSTAT_FD still names the file it named at load: a program may have
+ * closed it and opened something else under that number, which must not be written. */
+static bool ls_exit_fd_ok(void)
+{
+	struct stat st;
+
+	return ls.exit_fd >= 0 && fstat(ls.exit_fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       st.st_dev == ls.exit_dev && st.st_ino == ls.exit_ino;
+}
+
+/* Writes all of @buf[0..n) to @fd; false on an error. */
+static bool ls_write_all(int fd, const char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, buf, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		buf += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/*
+ * The report as one record appended to the inherited KLOCK_LOCKSTAT_FD (klock-stat's):
+ *   "klock-lockstat pid=<pid> bytes=<n>\n" then n bytes of report.
+ * One write() of an O_APPEND file: the processes of a command share the file, and their
+ * records do not interleave. An open descriptor needs no permission to write, so this
+ * works after the process changed its user id, chrooted or changed directory.
+ */
+static bool ls_exit_report_fd(void)
+{
+	char *body = NULL, *rec;
+	size_t len = 0;
+	FILE *m;
+	int hl;
+	bool ok;
+
+	if (!ls_exit_fd_ok() || (m = open_memstream(&body, &len)) == NULL)
+		return false;
+	kl_lockstat_report(m, &ls.exit_opt);
+	if (fclose(m) != 0 || body == NULL) {
+		free(body);
+		return false;
+	}
+	hl = snprintf(NULL, 0, "klock-lockstat pid=%ld bytes=%zu\n", (long)getpid(), len);
+	rec = hl > 0 ? malloc((size_t)hl + len + 1) : NULL;
+	if (rec == NULL) {
+		free(body);
+		return false;
+	}
+	snprintf(rec, (size_t)hl + 1, "klock-lockstat pid=%ld bytes=%zu\n", (long)getpid(), len);
+	memcpy(rec + hl, body, len);
+	ok = ls_write_all(ls.exit_fd, rec, (size_t)hl + len);
+	free(rec);
+	free(body);
+	return ok;
+}
+
 static void ls_exit_report(void)
 {
 	char path[4096];
 	FILE *f = stderr;
 
 	/* A fork child that exits reports only where it cannot overwrite its parent's file. */
-	if (getpid() != ls.pid && (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
+	if (getpid() != ls.pid && ls.exit_fd < 0 &&
+	    (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
 		return;
 	kl_lockstat_stop();
+	if (ls_exit_report_fd())
+		return;
 	if (ls.exit_path != NULL) {
 		ls_exit_path(path, sizeof(path));
 		f = fopen(path, "w");
@@ -911,6 +982,27 @@ static void ls_exit_file(void)
 		snprintf(ls.exit_path, n, "%s/%s", cwd, file);
 }
 
+/* KLOCK_LOCKSTAT_FD=n: an inherited descriptor of a regular file for the exit report. */
+static void ls_exit_fd(void)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT_FD");
+	struct stat st;
+	char *end;
+	long fd;
+
+	if (v == NULL || v[0] == '\0')
+		return;
+	fd = strtol(v, &end, 10);
+	if (*end != '\0' || fd < 0 || fd > INT_MAX || fstat((int)fd, &st) != 0 ||
+	    !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "klock: KLOCK_LOCKSTAT_FD=%s: not an open file; ignored\n", v);
+		return;
+	}
+	ls.exit_fd = (int)fd;
+	ls.exit_dev = st.st_dev;
+	ls.exit_ino = st.st_ino;
+}
+
 void kli_lockstat_init(void)
 {
 	const char *v = getenv("KLOCK_LOCKSTAT");
@@ -923,6 +1015,7 @@ void kli_lockstat_init(void)
 		fprintf(stderr, "klock: KLOCK_LOCKSTAT=%s: expected 1 or a list of "
 			"json,text,time,count,locks,callers,top=N; using the defaults\n", v);
 	ls_exit_file();
+	ls_exit_fd();
 	ls.pid = getpid();
 	if (atexit(ls_exit_report) != 0)
 		fputs("klock: KLOCK_LOCKSTAT: atexit failed; no report at exit\n", stderr);

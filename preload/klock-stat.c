@@ -5,9 +5,11 @@
  * waited (NetBSD's `lockstat command`, for one unmodified program).
  *
  * How: the command runs with LD_PRELOAD=libklock-preload.so (found next to this program:
- * the build tree, or the installed libdir), KLOCK_LOCKSTAT=<report options> and
- * KLOCK_LOCKSTAT_FILE=<private directory>/ls.%p, so every process of the command (a
- * shell script's children too) writes its lockstat report there when it exits. Then
+ * the build tree, or the installed libdir), KLOCK_LOCKSTAT=<report options>,
+ * KLOCK_LOCKSTAT_FD=<an inherited descriptor of <private directory>/records> and, for
+ * processes that lost that descriptor, KLOCK_LOCKSTAT_FILE=<private directory>/ls.%p, so
+ * every process of the command (a shell script's children too) appends its lockstat
+ * report there when it exits - also after it changed its user id. Then
  * klock-stat prints the reports of the processes that waited for a lock (all of them
  * with --all), the command's own first, and exits with the command's status (128 + the
  * signal number if a signal ended it, as shells do). While the command runs, SIGINT and
@@ -19,6 +21,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -44,6 +47,11 @@
 #define MAX_REPORTS 4096
 /* The most processes' pids listed in the summary line. */
 #define REPORT_CHUNK 65536
+/* The file every process of the command appends its report record to (its descriptor
+ * is inherited: KLOCK_LOCKSTAT_FD), inside the private directory. */
+#define RECORDS_NAME "records"
+/* Lowest descriptor number for it: above the small numbers programs dup2() onto. */
+#define RECORDS_FD_MIN 100
 
 struct opts {
 	const char *output;      /* -o */
@@ -167,7 +175,7 @@ static char *find_preload(const struct opts *o)
 	return NULL;
 }
 
-static void set_env(const struct opts *o, const char *preload, const char *dir)
+static void set_env(const struct opts *o, const char *preload, const char *dir, int fd)
 {
 	char buf[PATH_MAX * 2];
 	const char *old = getenv("LD_PRELOAD");
@@ -184,6 +192,8 @@ static void set_env(const struct opts *o, const char *preload, const char *dir)
 	setenv("KLOCK_LOCKSTAT", buf, 1);
 	snprintf(buf, sizeof(buf), "%s/ls.%%p", dir);
 	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);
+	snprintf(buf, sizeof(buf), "%d", fd);
+	setenv("KLOCK_LOCKSTAT_FD", buf, 1);
 	if (o->mutex != NULL)
 		setenv("KLOCK_MUTEX", o->mutex, 1);
 	if (o->rwlock != NULL)
@@ -255,14 +265,61 @@ static int cmp_report(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* Reads every report in @dir (removing the files), the command's own first. */
+/* The report of process @pid in r[0..*n): its slot, a new one, or NULL when full. */
+static struct report *report_of(struct report *r, size_t *n, long pid)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (r[i].pid == pid)
+			return &r[i];
+	if (*n >= MAX_REPORTS)
+		return NULL;
+	r[*n] = (struct report){ .pid = pid };
+	return &r[(*n)++];
+}
+
+/* The records of the shared report file (lockstat.c's ls_exit_report_fd(): a header
+ * line "klock-lockstat pid=P bytes=N", then N bytes); a later record of a process
+ * replaces an earlier one. */
+static size_t parse_records(const char *path, struct report *r, size_t n)
+{
+	char *all = slurp(path), *p = all, *nl;
+	unsigned long long len;
+	long pid;
+
+	while (p != NULL && (nl = strchr(p, '\n')) != NULL) {
+		struct report *x;
+		int used = 0;
+
+		if (sscanf(p, "klock-lockstat pid=%ld bytes=%llu\n%n", &pid, &len, &used) != 2 ||
+		    used == 0 || len > strlen(nl + 1))
+			break;   /* a torn or foreign tail: what came before still counts */
+		p = nl + 1;
+		x = report_of(r, &n, pid);
+		if (x != NULL) {
+			free(x->text);
+			x->text = strndup(p, (size_t)len);
+			if (x->text == NULL)
+				die("%s", "out of memory");
+		}
+		p += len;
+	}
+	free(all);
+	return n;
+}
+
+/* Reads every report (the shared record file, then per-process files of processes that
+ * lost the descriptor), removing the files, the command's own first. */
 static size_t collect(const char *dir, long first, struct report *r)
 {
 	char path[PATH_MAX];
 	struct dirent *e;
-	size_t n = 0;
-	DIR *d = opendir(dir);
+	size_t n;
+	DIR *d;
 
+	snprintf(path, sizeof(path), "%s/%s", dir, RECORDS_NAME);
+	n = parse_records(path, r, 0);
+	unlink(path);
+	d = opendir(dir);
 	while (d != NULL && (e = readdir(d)) != NULL && n < MAX_REPORTS) {
 		if (strncmp(e->d_name, "ls.", 3) != 0)
 			continue;
@@ -270,13 +327,16 @@ static size_t collect(const char *dir, long first, struct report *r)
 		r[n].pid = strtol(e->d_name + 3, NULL, 10);
 		r[n].text = slurp(path);
 		unlink(path);
-		if (r[n].text == NULL)
+		if (r[n].text == NULL || report_of(r, &n, r[n].pid) != &r[n]) {
+			free(r[n].text);   /* none, or the process also wrote a record */
 			continue;
-		r[n].waited = report_waited(r[n].text);
+		}
 		n++;
 	}
 	if (d != NULL)
 		closedir(d);
+	for (size_t i = 0; i < n; i++)
+		r[i].waited = report_waited(r[i].text);
 	qsort(r, n, sizeof(*r), cmp_report);
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].pid == first && i > 0) {
@@ -346,6 +406,31 @@ static void print_json(FILE *f, const struct report *r, size_t n, const struct o
 	fputs("]}\n", f);
 }
 
+/*
+ * The record file's descriptor, inherited by the command (not close-on-exec). Reports go
+ * through it rather than by path: a process that dropped privileges (setpriv, a server
+ * that setuid()s to its own user) can no longer create files in this private directory,
+ * but an open descriptor needs no permission. A world-writable directory would work too,
+ * but would let any local user plant or read "reports"; the descriptor reaches only the
+ * command's processes.
+ */
+static int open_records(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd, hi;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, RECORDS_NAME);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND, 0600);
+	if (fd < 0)
+		die("cannot create the report file: %s", strerror(errno));
+	hi = fcntl(fd, F_DUPFD, RECORDS_FD_MIN);
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
@@ -356,14 +441,17 @@ int main(int argc, char **argv)
 	FILE *out = stderr;
 	pid_t child;
 	size_t n;
+	int rec;
 
 	if (!KLOCK_STAT_LOCKSTAT)
 		die("%s", "this klock was built with -Dlockstat=false: there is no lockstat to "
 		    "report (rebuild with -Dlockstat=true)");
 	if (r == NULL || mkdtemp(dir) == NULL)
 		die("cannot make a directory for the reports: %s", strerror(errno));
-	set_env(&o, preload, dir);
+	rec = open_records(dir);
+	set_env(&o, preload, dir, rec);
 	status = run(argv + first, &child);
+	close(rec);
 	n = collect(dir, (long)child, r);
 	rmdir(dir);
 	if (o.output != NULL && (out = fopen(o.output, "w")) == NULL)
