@@ -75,6 +75,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,8 @@
 #define LS_STAT_NUM_THREADS 20
 /* The per-thread pointer while its table is being allocated. */
 #define LS_ALLOCATING ((struct kli_ls_table *)(uintptr_t)1)
+/* The control thread's stack: a report (stdio, labels, ELF lookups) and no more. */
+#define LS_CTL_STACK (256u * 1024u)
 
 _Static_assert((1u << LS_SLOT_BITS) == KLI_LS_SLOTS, "LS_SLOT_BITS matches KLI_LS_SLOTS");
 
@@ -163,10 +166,15 @@ static struct {
 	struct kl_lockstat_options exit_opt;
 	char *exit_path;               /* KLOCK_LOCKSTAT_FILE, absolute; NULL: stderr */
 	int exit_fd;                   /* KLOCK_LOCKSTAT_FD, or -1 */
+	int ctl_fd;                    /* KLOCK_LOCKSTAT_CTL (control thread), or 0 */
+	_Atomic bool ctl_claimed;      /* a control thread was started (or refused) */
+	_Atomic bool ctl_running;      /* the control thread exists (not one of T) */
+	struct kli_wordlock out_lock;  /* one report written at a time */
 	dev_t exit_dev;                /* the file exit_fd named at load (fstat) */
 	ino_t exit_ino;
 	pid_t pid;                     /* the process that started it (fork children skip) */
-} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT, .exit_fd = -1 };
+} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT, .exit_fd = -1,
+	.out_lock = KLI_WORDLOCK_INIT };
 
 /* ---- fields and hashing ----------------------------------------------------------- */
 
@@ -573,6 +581,9 @@ static unsigned ls_count_threads(void)
 		os = strtol(p + 1, NULL, 10);
 	if (os > (long)n)
 		n = (unsigned)os;
+	/* klock-stat's control thread is not one of the program's threads */
+	if (n > 1 && atomic_load_explicit(&ls.ctl_running, memory_order_relaxed))
+		n--;
 	return n;
 }
 
@@ -628,6 +639,9 @@ static void ls_atfork_child(void)
 
 	atomic_store_explicit(&ls.ctl.v, 0, memory_order_relaxed);
 	atomic_store_explicit(&ls.retired_lock.v, 0, memory_order_relaxed);
+	atomic_store_explicit(&ls.out_lock.v, 0, memory_order_relaxed);
+	atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
+	atomic_store_explicit(&ls.ctl_claimed, false, memory_order_relaxed);
 	for (struct kli_thread *th = kli_thread_first(); th != NULL; th = th->all_next) {
 		struct kli_ls_table *t = atomic_load_explicit(&th->lockstat,
 							      memory_order_relaxed);
@@ -935,18 +949,19 @@ static bool ls_exit_report_fd(void)
 	return ok;
 }
 
-static void ls_exit_report(void)
+/* Writes the report where KLOCK_LOCKSTAT_FD/_FILE say (stderr without either). Reports
+ * of one process are serialised (out_lock), so the exit report lands after a snapshot
+ * the control thread is writing. */
+static void ls_report_out(void)
 {
 	char path[4096];
 	FILE *f = stderr;
 
-	/* A fork child that exits reports only where it cannot overwrite its parent's file. */
-	if (getpid() != ls.pid && ls.exit_fd < 0 &&
-	    (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
+	kli_wordlock_lock(&ls.out_lock);
+	if (ls_exit_report_fd()) {
+		kli_wordlock_unlock(&ls.out_lock);
 		return;
-	kl_lockstat_stop();
-	if (ls_exit_report_fd())
-		return;
+	}
 	if (ls.exit_path != NULL) {
 		ls_exit_path(path, sizeof(path));
 		f = fopen(path, "w");
@@ -961,6 +976,80 @@ static void ls_exit_report(void)
 		fclose(f);
 	else
 		fflush(f);
+	kli_wordlock_unlock(&ls.out_lock);
+}
+
+static void ls_exit_report(void)
+{
+	/* A fork child that exits reports only where it cannot overwrite its parent's file. */
+	if (getpid() != ls.pid && ls.exit_fd < 0 &&
+	    (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
+		return;
+	kl_lockstat_stop();
+	ls_report_out();
+}
+
+/*
+ * THE CONTROL THREAD (KLOCK_LOCKSTAT_CTL=fd: the read end of a pipe klock-stat holds the
+ * other end of). It sleeps in read(); when the pipe reports end-of-file - klock-stat
+ * closed its end, for every process of the command at once - it writes a report of
+ * what was recorded so far (a snapshot; recording goes on) and ends. klock-stat does
+ * this before it forwards a SIGTERM/SIGINT, so a command that the signal kills (no
+ * atexit) has still reported; one that exits normally reports again, and klock-stat
+ * keeps the later record. Started by libklock-preload's pthread_create() when the
+ * program creates its first thread: never from a lock call (pthread_create allocates,
+ * and a lock call may come from inside an allocator), and never in a single-threaded
+ * program - those may rely on being single-threaded (unshare(CLONE_NEWUSER) refuses a
+ * multithreaded caller; setpriv changes per-thread capabilities before setresgid, and
+ * glibc aborts when a second thread's setxid result differs). All signals blocked, so it
+ * never takes one meant for the program. A fork child starts its own at its first
+ * pthread_create(). A single-threaded command killed by the signal reports nothing (it
+ * never waited for a lock either).
+ */
+static void *ls_ctl_main(void *arg)
+{
+	char buf[64];
+	ssize_t n;
+
+	(void)arg;
+	do
+		n = read(ls.ctl_fd, buf, sizeof(buf));   /* bytes are reserved: ignored */
+	while (n > 0 || (n < 0 && errno == EINTR));
+	ls_report_out();
+	atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
+	return NULL;
+}
+
+void kli_lockstat_ctl_start(kli_thread_create_fn create)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT_CTL");
+	sigset_t all, old;
+	pthread_attr_t at;
+	pthread_t t;
+	struct stat st;
+	char *end;
+	long fd;
+
+	if (kl_likely(atomic_load_explicit(&ls.ctl_claimed, memory_order_relaxed)) ||
+	    v == NULL || v[0] == '\0' ||
+	    atomic_exchange_explicit(&ls.ctl_claimed, true, memory_order_relaxed))
+		return;
+	fd = strtol(v, &end, 10);
+	if (*end != '\0' || fd <= 0 || fd > INT_MAX || fstat((int)fd, &st) != 0 ||
+	    !S_ISFIFO(st.st_mode))
+		return;
+	ls.ctl_fd = (int)fd;
+	if (pthread_attr_init(&at) != 0)
+		return;
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, LS_CTL_STACK);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store_explicit(&ls.ctl_running, true, memory_order_relaxed);
+	if (create(&t, &at, ls_ctl_main, NULL) != 0)
+		atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
 }
 
 /* Remembers KLOCK_LOCKSTAT_FILE as an absolute path (the program may chdir). */
@@ -1047,6 +1136,11 @@ int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
 	return ENOTSUP;
+}
+
+void kli_lockstat_ctl_start(kli_thread_create_fn create)
+{
+	(void)create;
 }
 
 void kli_lockstat_init(void)

@@ -23,8 +23,9 @@
  * CALL SITES THAT BELONG TO THE PROGRAM (record time, slow paths only). An allocator that
  * guards its arenas with pthread mutexes (jemalloc, tcmalloc) makes every contended
  * arena lock look like the allocator's own call site. kli_site_program() charges such an
- * episode to the first frame outside the "skipped" objects instead: the allocators named
- * in skip_default[], klock's own shared object (the interposer), and the prefixes listed
+ * episode to the first frame outside the "skipped" objects instead: the allocators and
+ * runtime libraries named in skip_default[], klock's own shared object (the interposer),
+ * and the prefixes listed
  * in KLOCK_LOCKSTAT_SKIP (comma-separated basenames, e.g. "libmywrap"). The skipped code
  * ranges (executable PT_LOAD segments) are collected once by kli_site_skip_init() at
  * lockstat start, into a fixed table (no allocation; an object loaded later is not
@@ -199,9 +200,12 @@ const char *kli_symtab_object(const void *addr, const char *dli_fname)
 /* Longest KLOCK_LOCKSTAT_SKIP value used. */
 #define SKIP_ENV_MAX 512
 
-/* Allocators known to take pthread mutexes inside malloc/free (basename prefixes). */
+/* Allocators known to take pthread mutexes inside malloc/free, and the runtime libraries
+ * between the program and its allocator (fopen -> malloc, operator new -> malloc, the
+ * unwinder's own mutex) - basename prefixes. */
 static const char *const skip_default[] = {
-	"libjemalloc", "libtcmalloc", "libmimalloc", "libhoard", "libtbbmalloc", NULL,
+	"libjemalloc", "libtcmalloc", "libmimalloc", "libhoard", "libtbbmalloc",
+	"libc.so", "libstdc++", "libgcc_s", NULL,
 };
 
 static struct { uintptr_t lo, hi; } skip[SKIP_MAX];

@@ -12,12 +12,17 @@
  * report there when it exits - also after it changed its user id. Then
  * klock-stat prints the reports of the processes that waited for a lock (all of them
  * with --all), the command's own first, and exits with the command's status (128 + the
- * signal number if a signal ended it, as shells do). While the command runs, SIGINT and
- * SIGQUIT are left to it, as time(1) does.
+ * signal number if a signal ended it, as shells do). While the command runs, SIGQUIT is
+ * left to it, as time(1) does; a SIGTERM, SIGINT or SIGHUP sent to klock-stat (how people
+ * stop a server they profile) first makes every process of the command write a snapshot
+ * of its report (klock-stat closes the KLOCK_LOCKSTAT_CTL pipe, lockstat's control thread
+ * sees end-of-file), then is forwarded to the command (not when the terminal sent it: the
+ * command got that one itself); klock-stat then prints the reports as usual and removes
+ * its folder (in $TMPDIR, else /tmp).
  *
  * A process writes its report from atexit(): one that ends with _exit() or is killed
- * writes none; setuid and statically linked programs ignore LD_PRELOAD. klock-stat says so
- * when no report came back.
+ * (other than through klock-stat) writes none; setuid and statically linked programs
+ * ignore LD_PRELOAD. klock-stat says so when no report came back.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,12 +57,25 @@
 #define RECORDS_NAME "records"
 /* Lowest descriptor number for it: above the small numbers programs dup2() onto. */
 #define RECORDS_FD_MIN 100
+/* How long a stop signal waits for the command's snapshot before it is forwarded, and
+ * how often it looks. */
+#define SNAPSHOT_WAIT_MS 10000u
+#define SNAPSHOT_POLL_MS 10u
 
 struct opts {
 	const char *output;      /* -o */
 	bool json, count, locks, all;
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
+};
+
+/* The command being run, and klock-stat's ends of its channels. */
+struct run_ctx {
+	pid_t pid;
+	int status;
+	bool done;             /* status is the command's */
+	int ctl_r, ctl_w;      /* the control pipe: the command inherits ctl_r */
+	char records[PATH_MAX];
 };
 
 struct report {
@@ -175,7 +193,8 @@ static char *find_preload(const struct opts *o)
 	return NULL;
 }
 
-static void set_env(const struct opts *o, const char *preload, const char *dir, int fd)
+static void set_env(const struct opts *o, const char *preload, const char *dir, int fd,
+		    int ctl)
 {
 	char buf[PATH_MAX * 2];
 	const char *old = getenv("LD_PRELOAD");
@@ -194,38 +213,129 @@ static void set_env(const struct opts *o, const char *preload, const char *dir, 
 	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);
 	snprintf(buf, sizeof(buf), "%d", fd);
 	setenv("KLOCK_LOCKSTAT_FD", buf, 1);
+	snprintf(buf, sizeof(buf), "%d", ctl);
+	setenv("KLOCK_LOCKSTAT_CTL", buf, 1);
 	if (o->mutex != NULL)
 		setenv("KLOCK_MUTEX", o->mutex, 1);
 	if (o->rwlock != NULL)
 		setenv("KLOCK_RWLOCK", o->rwlock, 1);
 }
 
-/* Runs the command (its pid into *@pidp); its wait status. */
-static int run(char **argv, pid_t *pidp)
-{
-	struct sigaction ign = { .sa_handler = SIG_IGN }, oint, oquit;
-	int status;
-	pid_t pid;
+/* The signals klock-stat forwards (how people stop a server they profile). */
+static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
+#define NSTOP (sizeof(stop_signals) / sizeof(stop_signals[0]))
 
-	sigaction(SIGINT, &ign, &oint);
+/* Set by on_stop(): the last stop signal, and whether the terminal sent it (then the
+ * command, in the same foreground process group, got it too). */
+static volatile sig_atomic_t stop_sig, stop_from_tty;
+
+static void on_stop(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	stop_sig = sig;
+	stop_from_tty = si != NULL && si->si_code == SI_KERNEL;
+}
+
+static char *slurp(const char *path);
+
+/* @a/@b into @buf; a path too long for it ends klock-stat. */
+static void path_join(char *buf, size_t len, const char *a, const char *b)
+{
+	int n = snprintf(buf, len, "%s/%s", a, b);
+
+	if (n < 0 || (size_t)n >= len)
+		die("path too long: %s", a);
+}
+
+/* Whether the record file holds a record of process @pid (its snapshot arrived). */
+static bool has_record(const char *path, long pid)
+{
+	char *all = slurp(path), *p = all, *nl;
+	unsigned long long len;
+	bool found = false;
+	long who;
+
+	while (p != NULL && !found && (nl = strchr(p, '\n')) != NULL &&
+	       sscanf(p, "klock-lockstat pid=%ld bytes=%llu", &who, &len) == 2 &&
+	       len <= strlen(nl + 1)) {
+		found = who == pid;
+		p = nl + 1 + len;
+	}
+	free(all);
+	return found;
+}
+
+/*
+ * A stop signal reached klock-stat: first every process of the command writes a
+ * snapshot (klock-stat closes the control pipe: lockstat.c's control thread), then the
+ * signal goes to the command - unless the terminal sent it to the command already. A
+ * command that the signal kills has reported; one that exits normally reports again.
+ * Waits for the command's snapshot at most SNAPSHOT_WAIT_MS (a second signal does not
+ * wait).
+ */
+static void forward_stop(struct run_ctx *c, int sig, bool tty)
+{
+	int status;
+
+	if (c->ctl_w >= 0) {
+		close(c->ctl_w);
+		c->ctl_w = -1;
+		for (unsigned ms = 0; ms < SNAPSHOT_WAIT_MS && !has_record(c->records, c->pid);
+		     ms += SNAPSHOT_POLL_MS) {
+			if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+				c->status = status;
+				c->done = true;
+				return;
+			}
+			usleep(SNAPSHOT_POLL_MS * 1000u);
+		}
+	}
+	if (!tty)
+		kill(c->pid, sig);
+}
+
+/* Runs the command (its pid and wait status into @c). */
+static void run(char **argv, struct run_ctx *c)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN }, stop = { .sa_sigaction = on_stop,
+								   .sa_flags = SA_SIGINFO };
+	struct sigaction oquit, ostop[NSTOP];
+	int status;
+
 	sigaction(SIGQUIT, &ign, &oquit);
-	pid = fork();
-	if (pid < 0)
+	for (size_t i = 0; i < NSTOP; i++)
+		sigaction(stop_signals[i], &stop, &ostop[i]);   /* no SA_RESTART: EINTR below */
+	c->pid = fork();
+	if (c->pid < 0)
 		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		sigaction(SIGINT, &oint, NULL);
+	if (c->pid == 0) {
 		sigaction(SIGQUIT, &oquit, NULL);
+		for (size_t i = 0; i < NSTOP; i++)
+			sigaction(stop_signals[i], &ostop[i], NULL);
 		execvp(argv[0], argv);
 		fprintf(stderr, "klock-stat: %s: %s\n", argv[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
-	*pidp = pid;
-	while (waitpid(pid, &status, 0) < 0)
+	close(c->ctl_r);
+	while (!c->done) {
+		if (waitpid(c->pid, &status, 0) == c->pid) {
+			c->status = status;
+			break;
+		}
 		if (errno != EINTR)
 			die("waitpid: %s", strerror(errno));
-	sigaction(SIGINT, &oint, NULL);
+		if (stop_sig != 0) {
+			int sig = stop_sig;
+
+			stop_sig = 0;
+			forward_stop(c, sig, stop_from_tty);
+		}
+	}
+	if (c->ctl_w >= 0)
+		close(c->ctl_w);
 	sigaction(SIGQUIT, &oquit, NULL);
-	return status;
+	for (size_t i = 0; i < NSTOP; i++)
+		sigaction(stop_signals[i], &ostop[i], NULL);
 }
 
 static char *slurp(const char *path)
@@ -316,14 +426,14 @@ static size_t collect(const char *dir, long first, struct report *r)
 	size_t n;
 	DIR *d;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, RECORDS_NAME);
+	path_join(path, sizeof(path), dir, RECORDS_NAME);
 	n = parse_records(path, r, 0);
 	unlink(path);
 	d = opendir(dir);
 	while (d != NULL && (e = readdir(d)) != NULL && n < MAX_REPORTS) {
 		if (strncmp(e->d_name, "ls.", 3) != 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		path_join(path, sizeof(path), dir, e->d_name);
 		r[n].pid = strtol(e->d_name + 3, NULL, 10);
 		r[n].text = slurp(path);
 		unlink(path);
@@ -419,7 +529,7 @@ static int open_records(const char *dir)
 	char path[PATH_MAX];
 	int fd, hi;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, RECORDS_NAME);
+	path_join(path, sizeof(path), dir, RECORDS_NAME);
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND, 0600);
 	if (fd < 0)
 		die("cannot create the report file: %s", strerror(errno));
@@ -431,10 +541,28 @@ static int open_records(const char *dir)
 	return fd;
 }
 
+/* The control pipe: the command inherits the read end (fd >= RECORDS_FD_MIN, not
+ * close-on-exec); klock-stat's write end is close-on-exec, so only klock-stat holds it
+ * and closing it is an end-of-file every process of the command sees. */
+static void open_ctl(struct run_ctx *c)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		die("cannot make a pipe: %s", strerror(errno));
+	c->ctl_r = fcntl(p[0], F_DUPFD, RECORDS_FD_MIN);
+	close(p[0]);
+	if (c->ctl_r < 0)
+		die("cannot make a pipe: %s", strerror(errno));
+	c->ctl_w = p[1];
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
-	char dir[] = "/tmp/klock-stat.XXXXXX";
+	char dir[PATH_MAX];
+	const char *tmp = getenv("TMPDIR");
+	struct run_ctx c = { .ctl_r = -1, .ctl_w = -1 };
 	struct report *r = calloc(MAX_REPORTS, sizeof(*r));
 	int first = parse_opts(argc, argv, &o), status;
 	char *preload = find_preload(&o);
@@ -446,11 +574,17 @@ int main(int argc, char **argv)
 	if (!KLOCK_STAT_LOCKSTAT)
 		die("%s", "this klock was built with -Dlockstat=false: there is no lockstat to "
 		    "report (rebuild with -Dlockstat=true)");
+	path_join(dir, sizeof(dir), tmp != NULL && tmp[0] == '/' ? tmp : "/tmp",
+		  "klock-stat.XXXXXX");
 	if (r == NULL || mkdtemp(dir) == NULL)
 		die("cannot make a directory for the reports: %s", strerror(errno));
 	rec = open_records(dir);
-	set_env(&o, preload, dir, rec);
-	status = run(argv + first, &child);
+	path_join(c.records, sizeof(c.records), dir, RECORDS_NAME);
+	open_ctl(&c);
+	set_env(&o, preload, dir, rec, c.ctl_r);
+	run(argv + first, &c);
+	status = c.status;
+	child = c.pid;
 	close(rec);
 	n = collect(dir, (long)child, r);
 	rmdir(dir);

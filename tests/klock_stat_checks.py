@@ -76,21 +76,34 @@ def run_json(a, cmd, env, rc=0):
 
 def stop_server(a, sig, tmp):
     """Starts klock-stat on a server-like target, signals klock-stat, returns its output."""
-    out = os.path.join(tmp, 'report.txt')
+    out, errf = os.path.join(tmp, 'report.txt'), os.path.join(tmp, 'stderr.txt')
     env = clean_env(TMPDIR=tmp)
-    p = subprocess.Popen(stat_cmd(a, '-o', out) + [a.target, '--serve'], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    line = p.stdout.readline()
-    if line.strip() != b'ready':
-        p.kill()
-        fail(f'the target did not start: {line!r} {p.stderr.read()!r}')
-    p.send_signal(sig)
+    with open(errf, 'wb') as ef:
+        p = subprocess.Popen(stat_cmd(a, '-o', out) + [a.target, '--serve'], env=env,
+                             stdout=subprocess.PIPE, stderr=ef)
+    line = p.stdout.readline().split()
+    target = int(line[1]) if len(line) == 2 and line[0] == b'ready' else None
     try:
-        rc = p.wait(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail(f'klock-stat did not end after {sig.name} (not forwarded to the command?)')
-    err = p.stderr.read().decode(errors='replace')
+        if target is None:
+            p.kill()
+            fail(f'the target did not start: {line!r} {open(errf).read()!r}')
+        p.send_signal(sig)
+        try:
+            rc = p.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail(f'klock-stat did not end after {sig.name} (not forwarded to the command?)')
+        if p.returncode < 0:
+            fail(f'klock-stat itself died of {sig.name}: no report, the command left running')
+    finally:
+        if target is not None:
+            try:
+                os.kill(target, signal.SIGKILL)   # only if it outlived klock-stat
+            except ProcessLookupError:
+                pass
+        p.stdout.close()
+    err = open(errf).read()
+    os.unlink(errf)
     text = open(out).read() if os.path.exists(out) else ''
     return rc, text, err
 

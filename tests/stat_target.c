@@ -13,7 +13,8 @@
  *             that guards its arenas with pthread mutexes (jemalloc, thread cache off,
  *             one arena) those mutexes are contended from inside the allocator.
  *   --title   then rewrites argv[] in place, as setproctitle() does.
- *   --serve   then prints "ready" and waits for a signal (SIGTERM ends it, as a server).
+ *   --serve   then prints "ready <pid>" and waits for a signal (SIGTERM ends it, as a
+ *             server that never installed a handler).
  * Without --serve it prints "target: done" and returns from main().
  */
 #include <dlfcn.h>
@@ -110,13 +111,13 @@ static __attribute__((noinline)) void target_alloc_loop(void)
 /* jemalloc: no thread cache, every thread on arena 0, so that its mutexes meet. */
 static void *churn(void *arg)
 {
-	int (*mallctl)(const char *, void *, size_t *, void *, size_t) =
-		(int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT,
-										"mallctl");
+	int (*mallctl)(const char *, void *, size_t *, void *, size_t);
+	void *sym = dlsym(RTLD_DEFAULT, "mallctl");
 	_Bool off = 0;
 	unsigned arena = 0;
 
 	(void)arg;
+	memcpy(&mallctl, &sym, sizeof(sym));   /* object to function pointer, as POSIX means */
 	if (mallctl != NULL) {
 		mallctl("thread.tcache.enabled", NULL, NULL, &off, sizeof(off));
 		mallctl("thread.arena", NULL, NULL, &arena, sizeof(arena));
@@ -164,7 +165,7 @@ int main(int argc, char **argv)
 	if (title)
 		retitle(argc, argv);
 	if (serve) {
-		puts("ready");
+		printf("ready %ld\n", (long)getpid());
 		fflush(stdout);
 		for (;;)
 			pause();
