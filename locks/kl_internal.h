@@ -91,6 +91,10 @@ void kli_symbolize(const void *addr, char *buf, size_t len);
  * *@off. False if the object is stripped or not ELF. Report-time only (locks/symtab.c). */
 bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off);
 
+/* The data object (STT_OBJECT) containing @addr - a lock in static storage: its name,
+ * the offset of @addr in it and its size. False if none is known. Report-time only. */
+bool kli_symtab_data(const void *addr, char *name, size_t len, uintptr_t *off, size_t *size);
+
 /* Reads the executable's path (/proc/self/exe) once, for lookups after argv[0] was
  * rewritten or privileges were dropped (lockstat start). */
 void kli_symtab_init(void);

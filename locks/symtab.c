@@ -14,6 +14,10 @@
  * Report-time only (reports, lockstat): it opens and maps a file per lookup. Thread-safe;
  * allocates nothing; not async-signal-safe (dl_iterate_phdr takes the loader lock).
  *
+ * DATA. kli_symtab_data() names a static lock the same way (STT_OBJECT: exported data
+ * from dladdr1, else .symtab) with the symbol's size, so reports can print an array
+ * element as name[index].
+ *
  * THE EXECUTABLE'S FILE. The loader names the main program "" and dladdr(3) reports its
  * file as argv[0], which setproctitle()-style programs overwrite. kli_symtab_init() (at
  * lockstat start) reads /proc/self/exe once into exe_path; lookups and labels use that,
@@ -78,6 +82,7 @@ void kli_symtab_init(void)
 }
 
 #ifdef HAVE_ELF_SYMTAB
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 
@@ -113,9 +118,10 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* Scans the mapped ELF image for the function containing @target (a link-time address). */
+/* Scans the mapped ELF image for the symbol of @type (STT_FUNC, STT_OBJECT) containing
+ * @target (a link-time address); its size into *@symsize when not NULL. */
 static bool scan_symtab(const unsigned char *img, size_t size, uintptr_t target, char *name,
-			size_t len, uintptr_t *off)
+			size_t len, uintptr_t *off, unsigned type, size_t *symsize)
 {
 	const ElfW(Ehdr) *eh = (const void *)img;
 	const ElfW(Shdr) *sh;
@@ -139,20 +145,23 @@ static bool scan_symtab(const unsigned char *img, size_t size, uintptr_t target,
 		for (size_t k = 0; k < n; k++) {
 			const ElfW(Sym) *y = &sym[k];
 
-			if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_size == 0 ||
+			if (ELF64_ST_TYPE(y->st_info) != type || y->st_size == 0 ||
 			    target < y->st_value || target >= y->st_value + y->st_size ||
 			    y->st_name >= str->sh_size)
 				continue;
 			snprintf(name, len, "%.*s", (int)(str->sh_size - y->st_name),
 				 (const char *)img + str->sh_offset + y->st_name);
 			*off = target - y->st_value;
+			if (symsize != NULL)
+				*symsize = y->st_size;
 			return true;
 		}
 	}
 	return false;
 }
 
-bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off)
+static bool symtab_find(const void *addr, char *name, size_t len, uintptr_t *off,
+			unsigned type, size_t *symsize)
 {
 	struct obj_find o = { .addr = (uintptr_t)addr };
 	struct stat stb;
@@ -173,12 +182,34 @@ bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off)
 		img = mmap(NULL, (size_t)stb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (img != MAP_FAILED) {
 			ok = scan_symtab(img, (size_t)stb.st_size, (uintptr_t)addr - o.bias, name,
-					 len, off);
+					 len, off, type, symsize);
 			munmap(img, (size_t)stb.st_size);
 		}
 	}
 	close(fd);
 	return ok;
+}
+
+bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off)
+{
+	return symtab_find(addr, name, len, off, STT_FUNC, NULL);
+}
+
+bool kli_symtab_data(const void *addr, char *name, size_t len, uintptr_t *off, size_t *size)
+{
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+
+	/* exported data first (dladdr1 also gives its size), then the full .symtab */
+	if (dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT) != 0 && sym != NULL &&
+	    info.dli_sname != NULL && ELF64_ST_TYPE(sym->st_info) == STT_OBJECT &&
+	    (uintptr_t)addr < (uintptr_t)info.dli_saddr + sym->st_size) {
+		snprintf(name, len, "%s", info.dli_sname);
+		*off = (uintptr_t)addr - (uintptr_t)info.dli_saddr;
+		*size = sym->st_size;
+		return true;
+	}
+	return symtab_find(addr, name, len, off, STT_OBJECT, size);
 }
 
 const char *kli_symtab_object(const void *addr, const char *dli_fname)
@@ -345,6 +376,12 @@ const char *kli_symtab_object(const void *addr, const char *dli_fname)
 {
 	(void)addr;
 	return dli_fname;
+}
+
+bool kli_symtab_data(const void *addr, char *name, size_t len, uintptr_t *off, size_t *size)
+{
+	(void)addr, (void)name, (void)len, (void)off, (void)size;
+	return false;
 }
 
 void kli_site_skip_init(void)

@@ -64,7 +64,7 @@
 
 struct opts {
 	const char *output;      /* -o */
-	bool json, count, locks, all;
+	bool json, count, locks, all, merge, merge_callers;
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
 };
@@ -95,8 +95,10 @@ static void usage(FILE *f)
 	      "  -s, --sort KEY       rank locks by wait time (time, the default) or by count\n"
 	      "  -n, --top N          at most N locks per section\n"
 	      "  -l, --locks          one row per lock, no per-caller rows\n"
+	      "  -M, --merge          one row per array of static locks (name[*])\n"
+	      "  -m, --merge-callers  one caller row per function\n"
 	      "  -a, --all            also report processes that never waited\n"
-	      "  -m, --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
+	      "      --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
 	      "  -r, --rwlock IMPL    KLOCK_RWLOCK for the command: rwlock, pcpu_rwsem, pthread\n"
 	      "  -p, --preload PATH   the interposer library to use\n"
 	      "  -h, --help           this text\n", f);
@@ -116,7 +118,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "output", required_argument, NULL, 'o' }, { "json", no_argument, NULL, 'j' },
 		{ "sort", required_argument, NULL, 's' }, { "top", required_argument, NULL, 'n' },
 		{ "locks", no_argument, NULL, 'l' }, { "all", no_argument, NULL, 'a' },
-		{ "mutex", required_argument, NULL, 'm' }, { "rwlock", required_argument, NULL, 'r' },
+		{ "mutex", required_argument, NULL, 'X' }, { "merge", no_argument, NULL, 'M' },
+		{ "merge-callers", no_argument, NULL, 'm' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -124,13 +127,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	long n;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+o:js:n:lam:r:p:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:js:n:laMmr:p:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'j': o->json = true; break;
 		case 'l': o->locks = true; break;
 		case 'a': o->all = true; break;
-		case 'm': o->mutex = optarg; break;
+		case 'X': o->mutex = optarg; break;
+		case 'M': o->merge = true; break;
+		case 'm': o->merge_callers = true; break;
 		case 'r': o->rwlock = optarg; break;
 		case 'p': o->preload = optarg; break;
 		case 's':
@@ -208,6 +213,10 @@ static void set_env(const struct opts *o, const char *preload, const char *dir, 
 		 o->count ? "count" : "time", o->locks ? "locks" : "callers");
 	if (o->top != 0)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",top=%u", o->top);
+	if (o->merge)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge");
+	if (o->merge_callers)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge_callers");
 	setenv("KLOCK_LOCKSTAT", buf, 1);
 	snprintf(buf, sizeof(buf), "%s/ls.%%p", dir);
 	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);

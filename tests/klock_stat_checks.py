@@ -14,6 +14,10 @@ CHECK is one of:
           the program's function, not to libjemalloc.so.2 (skipped without jemalloc), and
           a stripped program that rewrites argv[0] (setproctitle) is named by its file
 
+  names   locks in static storage are named from the symbol table (target_lock,
+          target_locks[N]); -M folds the 64-mutex array into one row target_locks[*] with
+          the summed counts, -m folds a function's call sites into one caller row
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -54,10 +58,10 @@ def callers(report):
     return [c for lock in report['locks'] for c in lock['callers']]
 
 
-def run_json(a, cmd, env, rc=0):
+def run_json(a, cmd, env, *opts, rc=0):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, 'r.json')
-        p = subprocess.run(stat_cmd(a, '--json', '-o', out) + cmd, env=env,
+        p = subprocess.run(stat_cmd(a, '--json', '-o', out, *opts) + cmd, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
         if p.returncode != rc:
             sys.stderr.write(p.stderr.decode(errors='replace'))
@@ -209,9 +213,47 @@ def check_sites(a):
     return 0 if ran else SKIP
 
 
+# ---- names and merging ------------------------------------------------------------------
+
+def array_report(a, *opts):
+    """The target's report with --array: one in which the array was contended."""
+    for _ in range(ATTEMPTS):   # a busy host may run the threads one by one
+        j = run_json(a, [a.target, '--array'], clean_env(), *opts)
+        rep = j['processes'][0]['report']
+        if any((lk['name'] or '').startswith('target_locks[') for lk in rep['locks']):
+            return rep
+    print(f'skip: target_locks never contended in {ATTEMPTS} runs')
+    raise SystemExit(SKIP)
+
+
+def check_names(a):
+    rep = array_report(a)
+    names = [lk['name'] for lk in rep['locks']]
+    if 'target_lock' not in names:
+        fail(f'the static mutex is not named target_lock: {names}')
+    elems = [n for n in names if n and n.startswith('target_locks[')]
+    if not all(n[len('target_locks['):-1].isdigit() and
+               int(n[len('target_locks['):-1]) < 64 for n in elems):
+        fail(f'array elements not named target_locks[N]: {elems}')
+    print(f'ok: static locks named: target_lock, {len(elems)} elements like {elems[0]}')
+    rep = array_report(a, '-M', '-m')
+    rows = [lk for lk in rep['locks'] if (lk['name'] or '').startswith('target_locks')]
+    if [lk['name'] for lk in rows] != ['target_locks[*]']:
+        fail(f'-M: the array is not one row: {[lk["name"] for lk in rep["locks"]]}')
+    others = sum(lk['contended'] for lk in rep['locks'] if lk is not rows[0])
+    if rows[0]['contended'] != rep['contended'] - others or rows[0]['contended'] == 0:
+        fail(f'-M: the merged row does not hold the summed counts: {rows[0]}')
+    syms = [c['symbol'] for c in rows[0]['callers']]
+    if syms != ['target_array_loop']:
+        fail(f'-m: the array\'s callers are not one row for target_array_loop: {syms}')
+    print(f'ok: -M -m: one row target_locks[*] ({rows[0]["contended"]} contended, '
+          f'{rep["contended"]} in all), one caller target_array_loop')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('check', choices=['signal', 'setuid', 'sites'])
+    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)

@@ -13,6 +13,8 @@
  *             that guards its arenas with pthread mutexes (jemalloc, thread cache off,
  *             one arena) those mutexes are contended from inside the allocator.
  *   --title   then rewrites argv[] in place, as setproctitle() does.
+ *   --array   then CHURN_THREADS threads lock random elements of target_locks[64] (and,
+ *             every so often, the mutex inside target_obj) in target_array_loop().
  *   --serve   then prints "ready <pid>" and waits for a signal (SIGTERM ends it, as a
  *             server that never installed a handler).
  * Without --serve it prints "target: done" and returns from main().
@@ -20,6 +22,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,16 @@
 #define STAT_LINE 512
 
 static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Static locks named from the symbol table: an array, and a lock inside an object. */
+#define ARRAY_LOCKS 64
+#define ARRAY_ROUNDS 4000
+/* Work inside an array lock's critical section, so that threads collide there. */
+#define ARRAY_HOLD 400
+static pthread_mutex_t target_locks[ARRAY_LOCKS];
+static struct {
+	long hits;
+	pthread_mutex_t lock;
+} target_obj = { 0, PTHREAD_MUTEX_INITIALIZER };
 static atomic_long worker_tid;
 
 static void sleep_ms(long ms)
@@ -126,12 +139,33 @@ static void *churn(void *arg)
 	return NULL;
 }
 
-static int churn_all(void)
+static __attribute__((noinline)) void target_array_loop(unsigned seed)
+{
+	for (int i = 0; i < ARRAY_ROUNDS; i++) {
+		pthread_mutex_t *m;
+
+		seed = seed * 1103515245u + 12345u;
+		m = (i & 63) == 0 ? &target_obj.lock : &target_locks[(seed >> 16) % ARRAY_LOCKS];
+		pthread_mutex_lock(m);
+		for (volatile int k = 0; k < ARRAY_HOLD; k++)
+			;
+		target_obj.hits += m == &target_obj.lock;
+		pthread_mutex_unlock(m);
+	}
+}
+
+static void *array_worker(void *arg)
+{
+	target_array_loop((unsigned)(uintptr_t)arg);
+	return NULL;
+}
+
+static int run_threads(void *(*fn)(void *))
 {
 	pthread_t t[CHURN_THREADS];
 
 	for (int i = 0; i < CHURN_THREADS; i++)
-		if (pthread_create(&t[i], NULL, churn, NULL) != 0)
+		if (pthread_create(&t[i], NULL, fn, (void *)(uintptr_t)(i + 1)) != 0)
 			return 1;
 	for (int i = 0; i < CHURN_THREADS; i++)
 		pthread_join(t[i], NULL);
@@ -149,18 +183,23 @@ static void retitle(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int title = 0, serve = 0, alloc = 0;
+	int title = 0, serve = 0, alloc = 0, array = 0;
 
 	for (int i = 1; i < argc; i++) {
 		title |= strcmp(argv[i], "--title") == 0;
 		serve |= strcmp(argv[i], "--serve") == 0;
 		alloc |= strcmp(argv[i], "--malloc") == 0;
+		array |= strcmp(argv[i], "--array") == 0;
 	}
+	for (int i = 0; i < ARRAY_LOCKS; i++)
+		pthread_mutex_init(&target_locks[i], NULL);
 	if (contend_once() != 0) {
 		fputs("target: the worker never slept on target_lock\n", stderr);
 		return 1;
 	}
-	if (alloc && churn_all() != 0)
+	if (alloc && run_threads(churn) != 0)
+		return 1;
+	if (array && run_threads(array_worker) != 0)
 		return 1;
 	if (title)
 		retitle(argc, argv);
