@@ -95,6 +95,9 @@ bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off)
  * the offset of @addr in it and its size. False if none is known. Report-time only. */
 bool kli_symtab_data(const void *addr, char *name, size_t len, uintptr_t *off, size_t *size);
 
+/* Whether @addr lies in a loaded object's executable segment. Report-time only. */
+bool kli_symtab_is_code(const void *addr);
+
 /* Reads the executable's path (/proc/self/exe) once, for lookups after argv[0] was
  * rewritten or privileges were dropped (lockstat start). */
 void kli_symtab_init(void);

@@ -508,6 +508,92 @@ void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
 }
 #endif /* KLOCK_LOCKSTAT_HOLD */
 
+/* ---- init call sites (heap locks' labels) ---------------------------------------------
+ * A lock's init call site, for the report: "init@<site>", and -M folds the locks of one
+ * init site (a heap array initialised in a loop) into one row. A fixed open-addressed
+ * table of LS_INIT_SLOTS (lock, site) pairs, mmap()ed on first use, filled with a CAS on
+ * the key - pthread_mutex_init() runs on no lock path, and only while recording under
+ * libklock-preload (the interposer knows the program's call site). A full table (or a
+ * long probe) drops the label, never the lock. A re-initialised lock gets its new site.
+ */
+/* Slots (a power of two): 16 bytes each, 1 MiB. */
+#define LS_INIT_SLOTS (1u << 16)
+/* Probes before a lock goes unlabelled. */
+#define LS_INIT_PROBES 64u
+
+struct ls_init_slot {
+	_Atomic(const void *) lock;
+	_Atomic(const void *) site;
+};
+
+static _Atomic(struct ls_init_slot *) ls_init_tab;
+
+static struct ls_init_slot *ls_init_table(void)
+{
+	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire), *n;
+	void *p;
+
+	if (t != NULL)
+		return t;
+	p = mmap(NULL, LS_INIT_SLOTS * sizeof(*t), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	n = p;
+	/* I1: pairs with I2 (the acquire above): readers see the zeroed table */
+	if (!atomic_compare_exchange_strong_explicit(&ls_init_tab, &t, n, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		munmap(p, LS_INIT_SLOTS * sizeof(*t));
+		return t;
+	}
+	return n;
+}
+
+static unsigned ls_init_hash(const void *lock)
+{
+	return (unsigned)(((uint64_t)(uintptr_t)lock * LS_FIB) >> 48) & (LS_INIT_SLOTS - 1);
+}
+
+void kli_lockstat_created(const void *lock)
+{
+	const void *site = kli_site(NULL);
+	struct ls_init_slot *t;
+	unsigned i = ls_init_hash(lock);
+
+	if (kl_likely(!atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) ||
+	    site == NULL || (t = ls_init_table()) == NULL)
+		return;
+	site = kli_site_program(site);
+	for (unsigned n = 0; n < LS_INIT_PROBES; n++, i = (i + 1) & (LS_INIT_SLOTS - 1)) {
+		const void *k = NULL;
+
+		if (atomic_compare_exchange_strong_explicit(&t[i].lock, &k, lock,
+							    memory_order_relaxed,
+							    memory_order_relaxed) || k == lock) {
+			atomic_store_explicit(&t[i].site, site, memory_order_relaxed);
+			return;
+		}
+	}
+}
+
+const void *kli_lockstat_init_site(const void *lock)
+{
+	/* I2: pairs with I1 in ls_init_table() */
+	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire);
+	unsigned i = ls_init_hash(lock);
+
+	for (unsigned n = 0; t != NULL && n < LS_INIT_PROBES;
+	     n++, i = (i + 1) & (LS_INIT_SLOTS - 1)) {
+		const void *k = atomic_load_explicit(&t[i].lock, memory_order_relaxed);
+
+		if (k == lock)
+			return atomic_load_explicit(&t[i].site, memory_order_relaxed);
+		if (k == NULL)
+			return NULL;
+	}
+	return NULL;
+}
+
 /* ---- readers ----------------------------------------------------------------------------- */
 
 /* A consistent copy of slot @i and the table's generation; false if it never settled. */
@@ -1141,6 +1227,17 @@ int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
 void kli_lockstat_ctl_start(kli_thread_create_fn create)
 {
 	(void)create;
+}
+
+void kli_lockstat_created(const void *lock)
+{
+	(void)lock;
+}
+
+const void *kli_lockstat_init_site(const void *lock)
+{
+	(void)lock;
+	return NULL;
 }
 
 void kli_lockstat_init(void)

@@ -54,6 +54,13 @@ struct kli_ls_episode {
 void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 			  enum kli_kind kind, unsigned flags, const void *site);
 
+/* A lock initialised (kli_instr_created): while recording, under libklock-preload,
+ * remembers the program's init call site for the report's label (lockstat.c). */
+void kli_lockstat_created(const void *lock);
+
+/* The init call site remembered for @lock, or NULL. Report time. */
+const void *kli_lockstat_init_site(const void *lock);
+
 /* Library start-up (locks/init.c): exit hook, fork handler, KLOCK_LOCKSTAT. */
 void kli_lockstat_init(void);
 

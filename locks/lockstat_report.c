@@ -27,6 +27,7 @@
 #include <klock/rwlock.h>
 #include <klock/ticket.h>
 #include "kl_internal.h"
+#include "lockstat_impl.h"
 
 /* Longest lock or caller label printed. */
 #define LABEL_MAX 160
@@ -200,6 +201,9 @@ static size_t kind_stride(const char *kind)
 	return 0;
 }
 
+static void caller_label(const void *addr, char *buf, size_t len, bool *named,
+			 const char **obj);
+
 /* A static lock's symbol: name, offset, size, and whether it holds several locks. */
 struct lock_sym {
 	char name[LABEL_MAX - SYM_ROOM];
@@ -224,12 +228,24 @@ static bool lock_symbol(const void *lock, const char *kind, struct lock_sym *ls)
  */
 static void lock_label(const struct kl_lockstat_row *r, char *buf, size_t len, bool merged)
 {
+	char site[LABEL_MAX - SYM_ROOM];
+	const void *init = kli_lockstat_init_site(r->lock);
 	struct lock_sym ls;
+	const char *obj;
+	bool named;
 
 	if (kl_lock_get_name(r->lock, buf, len) > 0)
 		return;
 	if (!lock_symbol(r->lock, r->kind, &ls)) {
-		snprintf(buf, len, "%p", r->lock);
+		/* a heap lock: by its init call site; under -M the key is the site itself */
+		if (init == NULL && merged && kli_symtab_is_code(r->lock))
+			init = r->lock;
+		if (init == NULL) {
+			snprintf(buf, len, "%p", r->lock);
+			return;
+		}
+		caller_label(init, site, sizeof(site), &named, &obj);
+		snprintf(buf, len, "init@%s%s", site, init == r->lock ? "[*]" : "");
 		return;
 	}
 	if (ls.many && merged)
@@ -248,10 +264,15 @@ static const void *merge_lock(const struct kl_lockstat_row *r)
 	struct lock_sym ls;
 	char name[2];
 
-	if (kl_lock_get_name(r->lock, name, sizeof(name)) > 0 ||
-	    !lock_symbol(r->lock, r->kind, &ls) || !ls.many)
+	const void *init;
+
+	if (kl_lock_get_name(r->lock, name, sizeof(name)) > 0)
 		return r->lock;
-	return (const char *)r->lock - ls.off;
+	if (!lock_symbol(r->lock, r->kind, &ls)) {
+		init = kli_lockstat_init_site(r->lock);   /* heap locks of one init site */
+		return init != NULL ? init : r->lock;
+	}
+	return ls.many ? (const char *)r->lock - ls.off : r->lock;
 }
 
 /* -m: the start of the function holding @caller (its address if unknown). */

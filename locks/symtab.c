@@ -212,6 +212,31 @@ bool kli_symtab_data(const void *addr, char *name, size_t len, uintptr_t *off, s
 	return symtab_find(addr, name, len, off, STT_OBJECT, size);
 }
 
+static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct obj_find *o = arg;
+
+	(void)size;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && o->addr >= start &&
+		    o->addr < start + ph->p_memsz) {
+			o->found = true;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+bool kli_symtab_is_code(const void *addr)
+{
+	struct obj_find o = { .addr = (uintptr_t)addr };
+
+	return addr != NULL && dl_iterate_phdr(find_code, &o) != 0 && o.found;
+}
+
 const char *kli_symtab_object(const void *addr, const char *dli_fname)
 {
 	struct obj_find o = { .addr = (uintptr_t)addr };
@@ -381,6 +406,12 @@ const char *kli_symtab_object(const void *addr, const char *dli_fname)
 bool kli_symtab_data(const void *addr, char *name, size_t len, uintptr_t *off, size_t *size)
 {
 	(void)addr, (void)name, (void)len, (void)off, (void)size;
+	return false;
+}
+
+bool kli_symtab_is_code(const void *addr)
+{
+	(void)addr;
 	return false;
 }
 

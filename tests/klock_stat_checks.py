@@ -215,12 +215,12 @@ def check_sites(a):
 
 # ---- names and merging ------------------------------------------------------------------
 
-def array_report(a, *opts):
+def array_report(a, *opts, mode='--array', prefix='target_locks['):
     """The target's report with --array: one in which the array was contended."""
     for _ in range(ATTEMPTS):   # a busy host may run the threads one by one
-        j = run_json(a, [a.target, '--array'], clean_env(), *opts)
+        j = run_json(a, [a.target, mode], clean_env(), *opts)
         rep = j['processes'][0]['report']
-        if any((lk['name'] or '').startswith('target_locks[') for lk in rep['locks']):
+        if any((lk['name'] or '').startswith(prefix) for lk in rep['locks']):
             return rep
     print(f'skip: target_locks never contended in {ATTEMPTS} runs')
     raise SystemExit(SKIP)
@@ -248,7 +248,24 @@ def check_names(a):
         fail(f'-m: the array\'s callers are not one row for target_array_loop: {syms}')
     print(f'ok: -M -m: one row target_locks[*] ({rows[0]["contended"]} contended, '
           f'{rep["contended"]} in all), one caller target_array_loop')
+    check_heap_names(a)
     return 0
+
+
+def check_heap_names(a):
+    want = 'init@target_heap_init+0x'
+    rep = array_report(a, mode='--heap', prefix=want)
+    heap = [lk['name'] for lk in rep['locks'] if lk['name'] != 'target_lock' and
+            not (lk['name'] or '').startswith('target_obj')]
+    if not heap or not all((n or '').startswith(want) for n in heap):
+        fail(f'heap locks not labelled by their init call site: {heap}')
+    rep = array_report(a, '-M', mode='--heap', prefix=want)
+    rows = [lk for lk in rep['locks'] if (lk['name'] or '').startswith(want)]
+    if len(rows) != 1 or not rows[0]['name'].endswith('[*]'):
+        fail(f'-M: the heap locks of one init site are not one row: '
+             f'{[lk["name"] for lk in rep["locks"]]}')
+    print(f'ok: heap locks labelled {heap[0]}; under -M one row {rows[0]["name"]} '
+          f'({rows[0]["contended"]} contended)')
 
 
 def main():

@@ -15,6 +15,7 @@
  *   --title   then rewrites argv[] in place, as setproctitle() does.
  *   --array   then CHURN_THREADS threads lock random elements of target_locks[64] (and,
  *             every so often, the mutex inside target_obj) in target_array_loop().
+ *   --heap    the same on 64 mutexes calloc()ed and initialised in target_heap_init().
  *   --serve   then prints "ready <pid>" and waits for a signal (SIGTERM ends it, as a
  *             server that never installed a handler).
  * Without --serve it prints "target: done" and returns from main().
@@ -47,6 +48,7 @@ static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Work inside an array lock's critical section, so that threads collide there. */
 #define ARRAY_HOLD 400
 static pthread_mutex_t target_locks[ARRAY_LOCKS];
+static pthread_mutex_t *array_in_use = target_locks;
 static struct {
 	long hits;
 	pthread_mutex_t lock;
@@ -145,13 +147,22 @@ static __attribute__((noinline)) void target_array_loop(unsigned seed)
 		pthread_mutex_t *m;
 
 		seed = seed * 1103515245u + 12345u;
-		m = (i & 63) == 0 ? &target_obj.lock : &target_locks[(seed >> 16) % ARRAY_LOCKS];
+		m = (i & 63) == 0 ? &target_obj.lock : &array_in_use[(seed >> 16) % ARRAY_LOCKS];
 		pthread_mutex_lock(m);
 		for (volatile int k = 0; k < ARRAY_HOLD; k++)
 			;
 		target_obj.hits += m == &target_obj.lock;
 		pthread_mutex_unlock(m);
 	}
+}
+
+static __attribute__((noinline)) pthread_mutex_t *target_heap_init(void)
+{
+	pthread_mutex_t *m = calloc(ARRAY_LOCKS, sizeof(*m));
+
+	for (int i = 0; m != NULL && i < ARRAY_LOCKS; i++)
+		pthread_mutex_init(&m[i], NULL);
+	return m;
 }
 
 static void *array_worker(void *arg)
@@ -183,13 +194,14 @@ static void retitle(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int title = 0, serve = 0, alloc = 0, array = 0;
+	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0;
 
 	for (int i = 1; i < argc; i++) {
 		title |= strcmp(argv[i], "--title") == 0;
 		serve |= strcmp(argv[i], "--serve") == 0;
 		alloc |= strcmp(argv[i], "--malloc") == 0;
 		array |= strcmp(argv[i], "--array") == 0;
+		heap |= strcmp(argv[i], "--heap") == 0;
 	}
 	for (int i = 0; i < ARRAY_LOCKS; i++)
 		pthread_mutex_init(&target_locks[i], NULL);
@@ -199,7 +211,9 @@ int main(int argc, char **argv)
 	}
 	if (alloc && run_threads(churn) != 0)
 		return 1;
-	if (array && run_threads(array_worker) != 0)
+	if (heap && (array_in_use = target_heap_init()) == NULL)
+		return 1;
+	if ((array || heap) && run_threads(array_worker) != 0)
 		return 1;
 	if (title)
 		retitle(argc, argv);
