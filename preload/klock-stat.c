@@ -18,7 +18,8 @@
  * of its report (klock-stat closes the KLOCK_LOCKSTAT_CTL pipe, lockstat's control thread
  * sees end-of-file), then is forwarded to the command (not when the terminal sent it: the
  * command got that one itself); klock-stat then prints the reports as usual and removes
- * its folder (in $TMPDIR, else /tmp).
+ * its folder (in $TMPDIR, else /tmp). With -d SECONDS the same snapshot closes a window:
+ * only the records written by then are reported (the command runs on to its end).
  *
  * A process writes its report from atexit(): one that ends with _exit() or is killed
  * (other than through klock-stat) writes none; setuid and statically linked programs
@@ -35,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,10 +63,13 @@
  * how often it looks. */
 #define SNAPSHOT_WAIT_MS 10000u
 #define SNAPSHOT_POLL_MS 10u
+/* Longest -d window (a day). */
+#define WINDOW_MAX_S 86400.0
 
 struct opts {
 	const char *output;      /* -o */
 	bool json, count, locks, all, merge, merge_callers;
+	double window;           /* -d: seconds; 0: the whole run */
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
 };
@@ -75,6 +80,7 @@ struct run_ctx {
 	int status;
 	bool done;             /* status is the command's */
 	int ctl_r, ctl_w;      /* the control pipe: the command inherits ctl_r */
+	off_t window_end;      /* -d: records up to here count; 0: all */
 	char records[PATH_MAX];
 };
 
@@ -98,6 +104,7 @@ static void usage(FILE *f)
 	      "  -M, --merge          one row per array of static locks (name[*])\n"
 	      "  -m, --merge-callers  one caller row per function\n"
 	      "  -a, --all            also report processes that never waited\n"
+	      "  -d, --duration SECS  report the first SECS seconds only (the command runs on)\n"
 	      "      --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
 	      "  -r, --rwlock IMPL    KLOCK_RWLOCK for the command: rwlock, pcpu_rwsem, pthread\n"
 	      "  -p, --preload PATH   the interposer library to use\n"
@@ -119,7 +126,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "sort", required_argument, NULL, 's' }, { "top", required_argument, NULL, 'n' },
 		{ "locks", no_argument, NULL, 'l' }, { "all", no_argument, NULL, 'a' },
 		{ "mutex", required_argument, NULL, 'X' }, { "merge", no_argument, NULL, 'M' },
-		{ "merge-callers", no_argument, NULL, 'm' }, { "rwlock", required_argument, NULL, 'r' },
+		{ "merge-callers", no_argument, NULL, 'm' },
+		{ "duration", required_argument, NULL, 'd' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -127,7 +135,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	long n;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+o:js:n:laMmr:p:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:js:n:laMmd:r:p:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'j': o->json = true; break;
@@ -135,6 +143,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'a': o->all = true; break;
 		case 'X': o->mutex = optarg; break;
 		case 'M': o->merge = true; break;
+		case 'd':
+			o->window = strtod(optarg, &end);
+			if (*optarg == '\0' || *end != '\0' || !(o->window > 0) ||
+			    o->window > WINDOW_MAX_S)
+				die("--duration: not a number of seconds: '%s'", optarg);
+			break;
 		case 'm': o->merge_callers = true; break;
 		case 'r': o->rwlock = optarg; break;
 		case 'p': o->preload = optarg; break;
@@ -236,7 +250,13 @@ static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
 
 /* Set by on_stop(): the last stop signal, and whether the terminal sent it (then the
  * command, in the same foreground process group, got it too). */
-static volatile sig_atomic_t stop_sig, stop_from_tty;
+static volatile sig_atomic_t stop_sig, stop_from_tty, window_due;
+
+static void on_window(int sig)
+{
+	(void)sig;
+	window_due = 1;
+}
 
 static void on_stop(int sig, siginfo_t *si, void *uc)
 {
@@ -282,29 +302,58 @@ static bool has_record(const char *path, long pid)
  * Waits for the command's snapshot at most SNAPSHOT_WAIT_MS (a second signal does not
  * wait).
  */
-static void forward_stop(struct run_ctx *c, int sig, bool tty)
+static void take_snapshot(struct run_ctx *c)
 {
 	int status;
 
-	if (c->ctl_w >= 0) {
-		close(c->ctl_w);
-		c->ctl_w = -1;
-		for (unsigned ms = 0; ms < SNAPSHOT_WAIT_MS && !has_record(c->records, c->pid);
-		     ms += SNAPSHOT_POLL_MS) {
-			if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
-				c->status = status;
-				c->done = true;
-				return;
-			}
-			usleep(SNAPSHOT_POLL_MS * 1000u);
+	if (c->ctl_w < 0)
+		return;
+	close(c->ctl_w);
+	c->ctl_w = -1;
+	for (unsigned ms = 0; ms < SNAPSHOT_WAIT_MS && !has_record(c->records, c->pid);
+	     ms += SNAPSHOT_POLL_MS) {
+		if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+			c->status = status;
+			c->done = true;
+			return;
 		}
+		usleep(SNAPSHOT_POLL_MS * 1000u);
 	}
-	if (!tty)
+}
+
+static void forward_stop(struct run_ctx *c, int sig, bool tty)
+{
+	take_snapshot(c);
+	if (!c->done && !tty)
 		kill(c->pid, sig);
 }
 
+/* -d: the window closes - the snapshot records written now are the report; later
+ * records (exit reports) are left out. */
+static void close_window(struct run_ctx *c)
+{
+	struct stat st;
+
+	take_snapshot(c);
+	c->window_end = stat(c->records, &st) == 0 && st.st_size > 0 ? st.st_size : 1;
+}
+
+/* Arms the -d timer (SIGALRM, no SA_RESTART: waitpid returns EINTR). */
+static void arm_window(double secs)
+{
+	struct sigaction alrm = { .sa_handler = on_window };
+	struct itimerval it = { 0 };
+
+	if (secs <= 0)
+		return;
+	sigaction(SIGALRM, &alrm, NULL);
+	it.it_value.tv_sec = (time_t)secs;
+	it.it_value.tv_usec = (suseconds_t)((secs - (double)(time_t)secs) * 1e6);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
 /* Runs the command (its pid and wait status into @c). */
-static void run(char **argv, struct run_ctx *c)
+static void run(char **argv, struct run_ctx *c, double window)
 {
 	struct sigaction ign = { .sa_handler = SIG_IGN }, stop = { .sa_sigaction = on_stop,
 								   .sa_flags = SA_SIGINFO };
@@ -326,6 +375,7 @@ static void run(char **argv, struct run_ctx *c)
 		_exit(errno == ENOENT ? 127 : 126);
 	}
 	close(c->ctl_r);
+	arm_window(window);
 	while (!c->done) {
 		if (waitpid(c->pid, &status, 0) == c->pid) {
 			c->status = status;
@@ -333,6 +383,10 @@ static void run(char **argv, struct run_ctx *c)
 		}
 		if (errno != EINTR)
 			die("waitpid: %s", strerror(errno));
+		if (window_due && c->window_end == 0) {
+			window_due = 0;
+			close_window(c);
+		}
 		if (stop_sig != 0) {
 			int sig = stop_sig;
 
@@ -399,12 +453,14 @@ static struct report *report_of(struct report *r, size_t *n, long pid)
 /* The records of the shared report file (lockstat.c's ls_exit_report_fd(): a header
  * line "klock-lockstat pid=P bytes=N", then N bytes); a later record of a process
  * replaces an earlier one. */
-static size_t parse_records(const char *path, struct report *r, size_t n)
+static size_t parse_records(const char *path, struct report *r, size_t n, off_t limit)
 {
 	char *all = slurp(path), *p = all, *nl;
 	unsigned long long len;
 	long pid;
 
+	if (all != NULL && limit > 0 && (size_t)limit < strlen(all))
+		all[limit] = '\0';   /* -d: the records the window's snapshot wrote */
 	while (p != NULL && (nl = strchr(p, '\n')) != NULL) {
 		struct report *x;
 		int used = 0;
@@ -428,7 +484,7 @@ static size_t parse_records(const char *path, struct report *r, size_t n)
 
 /* Reads every report (the shared record file, then per-process files of processes that
  * lost the descriptor), removing the files, the command's own first. */
-static size_t collect(const char *dir, long first, struct report *r)
+static size_t collect(const char *dir, long first, struct report *r, off_t window_end)
 {
 	char path[PATH_MAX];
 	struct dirent *e;
@@ -436,10 +492,15 @@ static size_t collect(const char *dir, long first, struct report *r)
 	DIR *d;
 
 	path_join(path, sizeof(path), dir, RECORDS_NAME);
-	n = parse_records(path, r, 0);
+	n = parse_records(path, r, 0, window_end);
 	unlink(path);
 	d = opendir(dir);
 	while (d != NULL && (e = readdir(d)) != NULL && n < MAX_REPORTS) {
+		if (window_end > 0 && strncmp(e->d_name, "ls.", 3) == 0) {
+			path_join(path, sizeof(path), dir, e->d_name);
+			unlink(path);   /* exit reports: after the window */
+			continue;
+		}
 		if (strncmp(e->d_name, "ls.", 3) != 0)
 			continue;
 		path_join(path, sizeof(path), dir, e->d_name);
@@ -591,11 +652,11 @@ int main(int argc, char **argv)
 	path_join(c.records, sizeof(c.records), dir, RECORDS_NAME);
 	open_ctl(&c);
 	set_env(&o, preload, dir, rec, c.ctl_r);
-	run(argv + first, &c);
+	run(argv + first, &c, o.window);
 	status = c.status;
 	child = c.pid;
 	close(rec);
-	n = collect(dir, (long)child, r);
+	n = collect(dir, (long)child, r, c.window_end);
 	rmdir(dir);
 	if (o.output != NULL && (out = fopen(o.output, "w")) == NULL)
 		die("cannot write %s", o.output);

@@ -18,6 +18,10 @@ CHECK is one of:
           target_locks[N]); -M folds the 64-mutex array into one row target_locks[*] with
           the summed counts, -m folds a function's call sites into one caller row
 
+  window  -d SECONDS reports only what happened inside the window: the target contends
+          one lock before the window closes and another after (it waits for the
+          window's snapshot), and only the first is in the report
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -268,9 +272,26 @@ def check_heap_names(a):
           f'({rows[0]["contended"]} contended)')
 
 
+# ---- the window -------------------------------------------------------------------------
+
+def check_window(a):
+    j = run_json(a, [a.target, '--late'], clean_env(), '-d', '0.5')
+    rep = j['processes'][0]['report']
+    syms = [c['symbol'] or '' for c in callers(rep)]
+    if not any(s.startswith('target_wait_static+') for s in syms):
+        fail(f'-d: the contention inside the window is missing: {syms}')
+    if any(s.startswith('target_after_window+') for s in syms):
+        fail(f'-d: the report holds a contention from after the window: {syms}')
+    if j['status'] != 0:
+        fail(f'-d: the command did not run on to its end: status {j["status"]}')
+    print(f'ok: -d 0.5: only the window ({rep["elapsed_ns"] / 1e9:.2f} s, callers {syms}); '
+          'the command ran on to exit 0')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names'])
+    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)

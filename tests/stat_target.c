@@ -16,6 +16,8 @@
  *   --array   then CHURN_THREADS threads lock random elements of target_locks[64] (and,
  *             every so often, the mutex inside target_obj) in target_array_loop().
  *   --heap    the same on 64 mutexes calloc()ed and initialised in target_heap_init().
+ *   --late    (with klock-stat -d) then waits until the window closed (its snapshot reached
+ *             KLOCK_LOCKSTAT_FD), and contends target_late_lock in target_after_window().
  *   --serve   then prints "ready <pid>" and waits for a signal (SIGTERM ends it, as a
  *             server that never installed a handler).
  * Without --serve it prints "target: done" and returns from main().
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +45,8 @@
 #define STAT_LINE 512
 
 static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t target_late_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t *contended = &target_lock;
 /* Static locks named from the symbol table: an array, and a lock inside an object. */
 #define ARRAY_LOCKS 64
 #define ARRAY_ROUNDS 4000
@@ -86,11 +91,35 @@ static __attribute__((noinline)) void target_wait_static(void)
 	pthread_mutex_unlock(&target_lock);
 }
 
+static __attribute__((noinline)) void target_after_window(void)
+{
+	atomic_store(&worker_tid, (long)syscall(SYS_gettid));
+	pthread_mutex_lock(&target_late_lock);
+	pthread_mutex_unlock(&target_late_lock);
+}
+
 static void *waiter(void *arg)
 {
 	(void)arg;
-	target_wait_static();
+	if (contended == &target_lock)
+		target_wait_static();
+	else
+		target_after_window();
 	return NULL;
+}
+
+/* Waits (bounded) until the report descriptor klock-stat passed holds a record. */
+static int wait_window_closed(void)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT_FD");
+	struct stat st;
+
+	for (int polls = 0; v != NULL && polls < POLL_MAX; polls++) {
+		if (fstat(atoi(v), &st) == 0 && st.st_size > 0)
+			return 0;
+		sleep_ms(1);
+	}
+	return 1;
 }
 
 /* One contended acquisition of target_lock in target_wait_static(). */
@@ -99,14 +128,15 @@ static int contend_once(void)
 	pthread_t t;
 	int polls = 0;
 
-	pthread_mutex_lock(&target_lock);
+	atomic_store(&worker_tid, 0);
+	pthread_mutex_lock(contended);
 	if (pthread_create(&t, NULL, waiter, NULL) != 0)
 		return 1;
 	while ((atomic_load(&worker_tid) == 0 || !thread_sleeps(atomic_load(&worker_tid))) &&
 	       polls++ < POLL_MAX)
 		sleep_ms(1);
 	sleep_ms(2);
-	pthread_mutex_unlock(&target_lock);
+	pthread_mutex_unlock(contended);
 	pthread_join(t, NULL);
 	return polls < POLL_MAX ? 0 : 1;
 }
@@ -194,7 +224,7 @@ static void retitle(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0;
+	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0, late = 0;
 
 	for (int i = 1; i < argc; i++) {
 		title |= strcmp(argv[i], "--title") == 0;
@@ -202,6 +232,7 @@ int main(int argc, char **argv)
 		alloc |= strcmp(argv[i], "--malloc") == 0;
 		array |= strcmp(argv[i], "--array") == 0;
 		heap |= strcmp(argv[i], "--heap") == 0;
+		late |= strcmp(argv[i], "--late") == 0;
 	}
 	for (int i = 0; i < ARRAY_LOCKS; i++)
 		pthread_mutex_init(&target_locks[i], NULL);
@@ -215,6 +246,13 @@ int main(int argc, char **argv)
 		return 1;
 	if ((array || heap) && run_threads(array_worker) != 0)
 		return 1;
+	if (late) {
+		if (wait_window_closed() != 0)
+			return 1;
+		contended = &target_late_lock;
+		if (contend_once() != 0)
+			return 1;
+	}
 	if (title)
 		retitle(argc, argv);
 	if (serve) {
