@@ -449,20 +449,29 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 		g[i].key = wait_key(&g[i].total, (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
 	qsort(g, ng, sizeof(*g), cmp_group_key);
 	fprintf(f, "\n-- Summary by lock\n\n");
-	fprintf(f, " Contended   Failed    Wait/ms MaxWait/us%s Lock                   Type\n",
-		s->hold_times ? "   Acquired    Hold/ms MaxHold/us" : "");
+	fprintf(f, " Contended   Failed    Wait/ms AvgWait/us MaxWait/us    Spin/ms   Sleep/ms%s"
+		" Lock                   Type\n",
+		s->hold_times ? "   Acquired    Hold/ms AvgHold/us MaxHold/us" : "");
 	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
 		const struct kl_lockstat_row *t = &g[i].total;
 
 		lock_label(sorted[g[i].first], lock, sizeof(lock),
 			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
 		snprintf(type, sizeof(type), "%s%s", t->kind, t->read ? " (read)" : "");
-		fprintf(f, "%10llu %8llu %10.2f %10.1f", (unsigned long long)t->contended,
-			(unsigned long long)t->failed, (double)t->wait_ns / NS_PER_MS,
-			(double)t->wait_max_ns / NS_PER_US);
+		uint64_t waits = t->contended + t->failed;
+
+		fprintf(f, "%10llu %8llu %10.2f %10.1f %10.1f %10.2f %10.2f",
+			(unsigned long long)t->contended, (unsigned long long)t->failed,
+			(double)t->wait_ns / NS_PER_MS,
+			waits != 0 ? (double)t->wait_ns / (double)waits / NS_PER_US : 0.0,
+			(double)t->wait_max_ns / NS_PER_US, (double)t->spin_ns / NS_PER_MS,
+			(double)t->sleep_ns / NS_PER_MS);
 		if (s->hold_times)
-			fprintf(f, " %10llu %10.2f %10.1f", (unsigned long long)t->acquisitions,
-				(double)t->hold_ns / NS_PER_MS, (double)t->hold_max_ns / NS_PER_US);
+			fprintf(f, " %10llu %10.2f %10.1f %10.1f", (unsigned long long)t->acquisitions,
+				(double)t->hold_ns / NS_PER_MS,
+				t->acquisitions != 0 ? (double)t->hold_ns / (double)t->acquisitions /
+							       NS_PER_US : 0.0,
+				(double)t->hold_max_ns / NS_PER_US);
 		fprintf(f, " %-*s %s\n", LOCK_COL, lock, type);
 	}
 }
