@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <klock/lockstat.h>
 #include <klock/mcs.h>
@@ -338,11 +339,28 @@ static void fold_label(char *label, bool fold)
 
 /* ---- text ---------------------------------------------------------------------------------- */
 
+/* The process's command name (the kernel's comm: setproctitle() leaves it alone). */
+static void process_name(char *buf, size_t len)
+{
+	FILE *c = fopen("/proc/self/comm", "re");
+
+	buf[0] = '\0';
+	if (c != NULL) {
+		if (fgets(buf, (int)len, c) == NULL)
+			buf[0] = '\0';
+		fclose(c);
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
 static void text_header(FILE *f, const struct kl_lockstat_snapshot *s)
 {
 	double el = (double)s->elapsed_ns / NS_PER_S;
+	char comm[LABEL_MAX];
 
-	fprintf(f, "Elapsed time: %.2f seconds.\n", el);
+	process_name(comm, sizeof(comm));
+	fprintf(f, "Process: %s (pid %ld). Elapsed time: %.2f seconds.\n",
+		comm[0] != '\0' ? comm : "?", (long)getpid(), el);
 	if (s->hold_times)
 		fputs("Recorded: every acquisition and its hold time (-Dlockstat_hold=true), "
 		      "and each contended acquisition's spin and sleep time.\n", f);
@@ -604,6 +622,7 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		       const struct kl_lockstat_options *o)
 {
 	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	char comm[LABEL_MAX];
 	int err = 0;
 
 	for (size_t i = 0; i < ng; i++)
@@ -613,6 +632,10 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		"\"hold_times\": %s, \"sort\": \"%s\",\n", KL_LOCKSTAT_SCHEMA,
 		s->recording ? "true" : "false", s->hold_times ? "true" : "false",
 		by_count ? "count" : "time");
+	process_name(comm, sizeof(comm));
+	fprintf(f, "  \"pid\": %ld, \"command\": ", (long)getpid());
+	json_str(f, comm[0] != '\0' ? comm : NULL);
+	fputs(",\n", f);
 	fprintf(f, "  \"elapsed_ns\": %llu, \"threads\": %u, \"cpus\": %u, \"wait_ns\": %llu, "
 		"\"wait_pct\": %.4f,\n", (unsigned long long)s->elapsed_ns, s->threads, s->cpus,
 		(unsigned long long)s->wait_ns, s->wait_pct);

@@ -198,6 +198,9 @@ def check_retitled(a, tmp):
                  f'expected {want}')
         if any('retitled' in lbl for lbl in labels):
             fail(f'a caller named from the rewritten argv[0]: {labels}')
+        comm = j['processes'][0]['report'].get('command')
+        if comm != os.path.basename(path)[:15]:   # the kernel's comm: 15 characters
+            fail(f'the process is not labelled by its command name: {comm!r}')
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, 'r.txt')
         subprocess.run(stat_cmd(a, '-o', out) + [exe, '--title', 'a'], env=clean_env(),
