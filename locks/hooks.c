@@ -143,6 +143,10 @@ void kli_instr_created(const void *lock, enum kli_kind kind, unsigned flags)
 #if KLOCK_WITNESS
 	kli_witness_created(lock, kind, flags);
 #endif
+#if KLOCK_LOCKSTAT
+	if (!(flags & KLI_HF_STATIC))
+		kli_lockstat_created(lock);   /* its init call site, for reports */
+#endif
 	(void)lock, (void)kind, (void)flags;
 }
 

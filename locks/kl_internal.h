@@ -117,6 +117,29 @@ void kli_symbolize(const void *addr, char *buf, size_t len);
  * *@off. False if the object is stripped or not ELF. Report-time only (locks/symtab.c). */
 bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off);
 
+/* The data object (STT_OBJECT) containing @addr - a lock in static storage: its name,
+ * the offset of @addr in it and its size. False if none is known. Report-time only. */
+bool kli_symtab_data(const void *addr, char *name, size_t len, uintptr_t *off, size_t *size);
+
+/* Whether @addr lies in a loaded object's executable segment. Report-time only. */
+bool kli_symtab_is_code(const void *addr);
+
+/* Reads the executable's path (/proc/self/exe) once, for lookups after argv[0] was
+ * rewritten or privileges were dropped (lockstat start). */
+void kli_symtab_init(void);
+
+/* The file of the object holding @addr: the executable's real path for the main program
+ * (dladdr's @dli_fname is argv[0] there), else @dli_fname. Report-time only. */
+const char *kli_symtab_object(const void *addr, const char *dli_fname);
+
+/* Collects the code ranges whose call sites are not the program's (allocators, klock's
+ * own shared object, KLOCK_LOCKSTAT_SKIP). Lockstat start; not on any lock path. */
+void kli_site_skip_init(void);
+
+/* @site, or when it lies in a skipped object, the first caller outside them (one stack
+ * walk). Slow paths only (locks/symtab.c). */
+const void *kli_site_program(const void *site);
+
 /* Number of reports made so far (tests count them). */
 unsigned long kli_report_count(void);
 

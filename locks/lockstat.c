@@ -12,7 +12,9 @@
  * lockstat compiled in but stopped a slow path pays one relaxed load of kli_lockstat.on.
  *
  * PER-THREAD TABLES. Each thread that records owns a struct kli_ls_table, reached from its
- * registry record (kli_thread.lockstat), allocated on its first recorded episode and kept
+ * registry record (kli_thread.lockstat), mmap()ed on its first recorded episode (never
+ * malloc: the recording thread holds the lock it just acquired, which may be the
+ * allocator's own mutex under libklock-preload) and kept
  * with the record when the record is recycled. A table is a fixed open-addressed hash:
  * KLI_LS_SLOTS slots, at most KLI_LS_MAX_KEYS keys, Fibonacci hash, linear probing; when
  * it is full, new keys are counted as dropped (lockstat(8)'s buffer overflow). ONLY THE
@@ -70,10 +72,15 @@
  * share rows, and a destroyed lock's name is gone by report time (it prints by address).
  * An episode that straddles a reset may be lost. A fork child inherits the parent's data.
  */
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <klock/lockstat.h>
@@ -97,6 +104,8 @@
 #define LS_STAT_NUM_THREADS 20
 /* The per-thread pointer while its table is being allocated. */
 #define LS_ALLOCATING ((struct kli_ls_table *)(uintptr_t)1)
+/* The control thread's stack: a report (stdio, labels, ELF lookups) and no more. */
+#define LS_CTL_STACK (256u * 1024u)
 
 _Static_assert((1u << LS_SLOT_BITS) == KLI_LS_SLOTS, "LS_SLOT_BITS matches KLI_LS_SLOTS");
 
@@ -124,7 +133,7 @@ struct kli_ls_table {
 	bool busy;                  /* owner only: inside a write (re-entry guard) */
 	struct kli_ls_held held[KLI_LS_HELD_MAX];
 	struct kli_ls_entry slot[KLI_LS_SLOTS];
-} KL_PADDED;   /* its own lines; and a size aligned_alloc() accepts */
+} KL_PADDED;   /* its own lines (mmap()ed: page-aligned) */
 
 /* A merged row (retired map, snapshots): plain, under a lock or private. */
 struct kli_ls_row {
@@ -156,8 +165,16 @@ static struct {
 	/* KLOCK_LOCKSTAT=... at load: report at exit */
 	struct kl_lockstat_options exit_opt;
 	char *exit_path;               /* KLOCK_LOCKSTAT_FILE, absolute; NULL: stderr */
+	int exit_fd;                   /* KLOCK_LOCKSTAT_FD, or -1 */
+	int ctl_fd;                    /* KLOCK_LOCKSTAT_CTL (control thread), or 0 */
+	_Atomic bool ctl_claimed;      /* a control thread was started (or refused) */
+	_Atomic bool ctl_running;      /* the control thread exists (not one of T) */
+	struct kli_wordlock out_lock;  /* one report written at a time */
+	dev_t exit_dev;                /* the file exit_fd named at load (fstat) */
+	ino_t exit_ino;
 	pid_t pid;                     /* the process that started it (fork children skip) */
-} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT };
+} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT, .exit_fd = -1,
+	.out_lock = KLI_WORDLOCK_INIT };
 
 /* ---- fields and hashing ----------------------------------------------------------- */
 
@@ -304,13 +321,18 @@ static KL_NOINLINE struct kli_ls_table *ls_table_alloc(struct kli_thread *self)
 {
 	struct kli_ls_table *t;
 
+	void *p;
+
 	atomic_store_explicit(&self->lockstat, LS_ALLOCATING, memory_order_relaxed);
-	t = aligned_alloc(KL_ARCH_PAD, sizeof(*t));
-	if (t == NULL) {
+	/* mmap, not malloc: this runs on a slow path right after the lock was acquired, and
+	 * an allocator that guards its arenas with pthread mutexes (jemalloc) under the
+	 * interposer would relock the very mutex this thread now holds. Zeroed, page-aligned. */
+	p = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
 		atomic_store_explicit(&self->lockstat, NULL, memory_order_relaxed);
 		return NULL;
 	}
-	memset(t, 0, sizeof(*t));
+	t = p;
 	atomic_store_explicit(&t->gen, atomic_load_explicit(&kli_lockstat.gen,
 							       memory_order_relaxed),
 			      memory_order_relaxed);
@@ -384,12 +406,15 @@ static struct kli_ls_entry *ls_entry(struct kli_ls_table *t, const void *lock,
 void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 			  enum kli_kind kind, unsigned flags, const void *site)
 {
+	/* The site first: allocating the table may run an interposed function (a malloc
+	 * that locks), which overwrites the preload's kli_site_override. */
+	const void *where = kli_site_program(kli_site(site));
 	struct kli_ls_table *t = ls_table_enter(kli_self());
 	struct kli_ls_entry *e;
 
 	if (t == NULL)
 		return;
-	e = ls_entry(t, lock, kli_site(site), kli_ls_kf(kind, flags));
+	e = ls_entry(t, lock, where, kli_ls_kf(kind, flags));
 	if (e != NULL) {
 		ls_add(e, (flags & KLI_HF_FAILED) ? KLI_LS_FAILED : KLI_LS_CONTENDED, 1);
 		ls_add(e, KLI_LS_NSPIN, ep->nspin);
@@ -427,10 +452,11 @@ void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
 	if (kl_likely(!atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) ||
 	    (flags & KLI_HF_FAILED))
 		return;
+	site = kli_site_program(kli_site(site));   /* before the table: see above */
 	t = ls_table_enter(kli_self());
 	if (t == NULL)
 		return;
-	e = ls_entry(t, lock, site = kli_site(site), kf);
+	e = ls_entry(t, lock, site, kf);
 	if (e != NULL)
 		ls_add(e, KLI_LS_ACQUIRED, 1);
 	if (t->held_n < KLI_LS_HELD_MAX)
@@ -481,6 +507,92 @@ void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
 	ls_table_leave(t);
 }
 #endif /* KLOCK_LOCKSTAT_HOLD */
+
+/* ---- init call sites (heap locks' labels) ---------------------------------------------
+ * A lock's init call site, for the report: "init@<site>", and -M folds the locks of one
+ * init site (a heap array initialised in a loop) into one row. A fixed open-addressed
+ * table of LS_INIT_SLOTS (lock, site) pairs, mmap()ed on first use, filled with a CAS on
+ * the key - pthread_mutex_init() runs on no lock path, and only while recording under
+ * libklock-preload (the interposer knows the program's call site). A full table (or a
+ * long probe) drops the label, never the lock. A re-initialised lock gets its new site.
+ */
+/* Slots (a power of two): 16 bytes each, 1 MiB. */
+#define LS_INIT_SLOTS (1u << 16)
+/* Probes before a lock goes unlabelled. */
+#define LS_INIT_PROBES 64u
+
+struct ls_init_slot {
+	_Atomic(const void *) lock;
+	_Atomic(const void *) site;
+};
+
+static _Atomic(struct ls_init_slot *) ls_init_tab;
+
+static struct ls_init_slot *ls_init_table(void)
+{
+	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire), *n;
+	void *p;
+
+	if (t != NULL)
+		return t;
+	p = mmap(NULL, LS_INIT_SLOTS * sizeof(*t), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	n = p;
+	/* I1: pairs with I2 (the acquire above): readers see the zeroed table */
+	if (!atomic_compare_exchange_strong_explicit(&ls_init_tab, &t, n, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		munmap(p, LS_INIT_SLOTS * sizeof(*t));
+		return t;
+	}
+	return n;
+}
+
+static unsigned ls_init_hash(const void *lock)
+{
+	return (unsigned)(((uint64_t)(uintptr_t)lock * LS_FIB) >> 48) & (LS_INIT_SLOTS - 1);
+}
+
+void kli_lockstat_created(const void *lock)
+{
+	const void *site = kli_site(NULL);
+	struct ls_init_slot *t;
+	unsigned i = ls_init_hash(lock);
+
+	if (kl_likely(!atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) ||
+	    site == NULL || (t = ls_init_table()) == NULL)
+		return;
+	site = kli_site_program(site);
+	for (unsigned n = 0; n < LS_INIT_PROBES; n++, i = (i + 1) & (LS_INIT_SLOTS - 1)) {
+		const void *k = NULL;
+
+		if (atomic_compare_exchange_strong_explicit(&t[i].lock, &k, lock,
+							    memory_order_relaxed,
+							    memory_order_relaxed) || k == lock) {
+			atomic_store_explicit(&t[i].site, site, memory_order_relaxed);
+			return;
+		}
+	}
+}
+
+const void *kli_lockstat_init_site(const void *lock)
+{
+	/* I2: pairs with I1 in ls_init_table() */
+	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire);
+	unsigned i = ls_init_hash(lock);
+
+	for (unsigned n = 0; t != NULL && n < LS_INIT_PROBES;
+	     n++, i = (i + 1) & (LS_INIT_SLOTS - 1)) {
+		const void *k = atomic_load_explicit(&t[i].lock, memory_order_relaxed);
+
+		if (k == lock)
+			return atomic_load_explicit(&t[i].site, memory_order_relaxed);
+		if (k == NULL)
+			return NULL;
+	}
+	return NULL;
+}
 
 /* ---- readers ----------------------------------------------------------------------------- */
 
@@ -555,6 +667,9 @@ static unsigned ls_count_threads(void)
 		os = strtol(p + 1, NULL, 10);
 	if (os > (long)n)
 		n = (unsigned)os;
+	/* klock-stat's control thread is not one of the program's threads */
+	if (n > 1 && atomic_load_explicit(&ls.ctl_running, memory_order_relaxed))
+		n--;
 	return n;
 }
 
@@ -610,6 +725,9 @@ static void ls_atfork_child(void)
 
 	atomic_store_explicit(&ls.ctl.v, 0, memory_order_relaxed);
 	atomic_store_explicit(&ls.retired_lock.v, 0, memory_order_relaxed);
+	atomic_store_explicit(&ls.out_lock.v, 0, memory_order_relaxed);
+	atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
+	atomic_store_explicit(&ls.ctl_claimed, false, memory_order_relaxed);
 	for (struct kli_thread *th = kli_thread_first(); th != NULL; th = th->all_next) {
 		struct kli_ls_table *t = atomic_load_explicit(&th->lockstat,
 							      memory_order_relaxed);
@@ -653,6 +771,8 @@ static int ls_start(void)
 	} else {
 		ls.t_start = kli_now_ns();
 		ls_note_threads();
+		kli_symtab_init();
+		kli_site_skip_init();
 		atomic_store_explicit(&kli_lockstat.on, true, memory_order_relaxed);
 	}
 	kli_wordlock_unlock(&ls.ctl);
@@ -853,15 +973,81 @@ static void ls_exit_path(char *buf, size_t len)
 	buf[n < len ? n : len - 1] = '\0';
 }
 
-static void ls_exit_report(void)
+/* Whether KLOCK_LOCKSTAT_FD still names the file it named at load: a program may have
+ * closed it and opened something else under that number, which must not be written. */
+static bool ls_exit_fd_ok(void)
+{
+	struct stat st;
+
+	return ls.exit_fd >= 0 && fstat(ls.exit_fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       st.st_dev == ls.exit_dev && st.st_ino == ls.exit_ino;
+}
+
+/* Writes all of @buf[0..n) to @fd; false on an error. */
+static bool ls_write_all(int fd, const char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, buf, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		buf += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/*
+ * The report as one record appended to the inherited KLOCK_LOCKSTAT_FD (klock-stat's):
+ *   "klock-lockstat pid=<pid> bytes=<n>\n" then n bytes of report.
+ * One write() of an O_APPEND file: the processes of a command share the file, and their
+ * records do not interleave. An open descriptor needs no permission to write, so this
+ * works after the process changed its user id, chrooted or changed directory.
+ */
+static bool ls_exit_report_fd(void)
+{
+	char *body = NULL, *rec;
+	size_t len = 0;
+	FILE *m;
+	int hl;
+	bool ok;
+
+	if (!ls_exit_fd_ok() || (m = open_memstream(&body, &len)) == NULL)
+		return false;
+	kl_lockstat_report(m, &ls.exit_opt);
+	if (fclose(m) != 0 || body == NULL) {
+		free(body);
+		return false;
+	}
+	hl = snprintf(NULL, 0, "klock-lockstat pid=%ld bytes=%zu\n", (long)getpid(), len);
+	rec = hl > 0 ? malloc((size_t)hl + len + 1) : NULL;
+	if (rec == NULL) {
+		free(body);
+		return false;
+	}
+	snprintf(rec, (size_t)hl + 1, "klock-lockstat pid=%ld bytes=%zu\n", (long)getpid(), len);
+	memcpy(rec + hl, body, len);
+	ok = ls_write_all(ls.exit_fd, rec, (size_t)hl + len);
+	free(rec);
+	free(body);
+	return ok;
+}
+
+/* Writes the report where KLOCK_LOCKSTAT_FD/_FILE say (stderr without either). Reports
+ * of one process are serialised (out_lock), so the exit report lands after a snapshot
+ * the control thread is writing. */
+static void ls_report_out(void)
 {
 	char path[4096];
 	FILE *f = stderr;
 
-	/* A fork child that exits reports only where it cannot overwrite its parent's file. */
-	if (getpid() != ls.pid && (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
+	kli_wordlock_lock(&ls.out_lock);
+	if (ls_exit_report_fd()) {
+		kli_wordlock_unlock(&ls.out_lock);
 		return;
-	kl_lockstat_stop();
+	}
 	if (ls.exit_path != NULL) {
 		ls_exit_path(path, sizeof(path));
 		f = fopen(path, "w");
@@ -876,6 +1062,80 @@ static void ls_exit_report(void)
 		fclose(f);
 	else
 		fflush(f);
+	kli_wordlock_unlock(&ls.out_lock);
+}
+
+static void ls_exit_report(void)
+{
+	/* A fork child that exits reports only where it cannot overwrite its parent's file. */
+	if (getpid() != ls.pid && ls.exit_fd < 0 &&
+	    (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
+		return;
+	kl_lockstat_stop();
+	ls_report_out();
+}
+
+/*
+ * THE CONTROL THREAD (KLOCK_LOCKSTAT_CTL=fd: the read end of a pipe klock-stat holds the
+ * other end of). It sleeps in read(); when the pipe reports end-of-file - klock-stat
+ * closed its end, for every process of the command at once - it writes a report of
+ * what was recorded so far (a snapshot; recording goes on) and ends. klock-stat does
+ * this before it forwards a SIGTERM/SIGINT, so a command that the signal kills (no
+ * atexit) has still reported; one that exits normally reports again, and klock-stat
+ * keeps the later record. Started by libklock-preload's pthread_create() when the
+ * program creates its first thread: never from a lock call (pthread_create allocates,
+ * and a lock call may come from inside an allocator), and never in a single-threaded
+ * program - those may rely on being single-threaded (unshare(CLONE_NEWUSER) refuses a
+ * multithreaded caller; setpriv changes per-thread capabilities before setresgid, and
+ * glibc aborts when a second thread's setxid result differs). All signals blocked, so it
+ * never takes one meant for the program. A fork child starts its own at its first
+ * pthread_create(). A single-threaded command killed by the signal reports nothing (it
+ * never waited for a lock either).
+ */
+static void *ls_ctl_main(void *arg)
+{
+	char buf[64];
+	ssize_t n;
+
+	(void)arg;
+	do
+		n = read(ls.ctl_fd, buf, sizeof(buf));   /* bytes are reserved: ignored */
+	while (n > 0 || (n < 0 && errno == EINTR));
+	ls_report_out();
+	atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
+	return NULL;
+}
+
+void kli_lockstat_ctl_start(kli_thread_create_fn create)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT_CTL");
+	sigset_t all, old;
+	pthread_attr_t at;
+	pthread_t t;
+	struct stat st;
+	char *end;
+	long fd;
+
+	if (kl_likely(atomic_load_explicit(&ls.ctl_claimed, memory_order_relaxed)) ||
+	    v == NULL || v[0] == '\0' ||
+	    atomic_exchange_explicit(&ls.ctl_claimed, true, memory_order_relaxed))
+		return;
+	fd = strtol(v, &end, 10);
+	if (*end != '\0' || fd <= 0 || fd > INT_MAX || fstat((int)fd, &st) != 0 ||
+	    !S_ISFIFO(st.st_mode))
+		return;
+	ls.ctl_fd = (int)fd;
+	if (pthread_attr_init(&at) != 0)
+		return;
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, LS_CTL_STACK);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store_explicit(&ls.ctl_running, true, memory_order_relaxed);
+	if (create(&t, &at, ls_ctl_main, NULL) != 0)
+		atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
 }
 
 /* Remembers KLOCK_LOCKSTAT_FILE as an absolute path (the program may chdir). */
@@ -897,6 +1157,27 @@ static void ls_exit_file(void)
 		snprintf(ls.exit_path, n, "%s/%s", cwd, file);
 }
 
+/* KLOCK_LOCKSTAT_FD=n: an inherited descriptor of a regular file for the exit report. */
+static void ls_exit_fd(void)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT_FD");
+	struct stat st;
+	char *end;
+	long fd;
+
+	if (v == NULL || v[0] == '\0')
+		return;
+	fd = strtol(v, &end, 10);
+	if (*end != '\0' || fd < 0 || fd > INT_MAX || fstat((int)fd, &st) != 0 ||
+	    !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "klock: KLOCK_LOCKSTAT_FD=%s: not an open file; ignored\n", v);
+		return;
+	}
+	ls.exit_fd = (int)fd;
+	ls.exit_dev = st.st_dev;
+	ls.exit_ino = st.st_ino;
+}
+
 void kli_lockstat_init(void)
 {
 	const char *v = getenv("KLOCK_LOCKSTAT");
@@ -909,6 +1190,7 @@ void kli_lockstat_init(void)
 		fprintf(stderr, "klock: KLOCK_LOCKSTAT=%s: expected 1 or a list of "
 			"json,text,time,count,locks,callers,top=N; using the defaults\n", v);
 	ls_exit_file();
+	ls_exit_fd();
 	ls.pid = getpid();
 	if (atexit(ls_exit_report) != 0)
 		fputs("klock: KLOCK_LOCKSTAT: atexit failed; no report at exit\n", stderr);
@@ -940,6 +1222,22 @@ int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
 	return ENOTSUP;
+}
+
+void kli_lockstat_ctl_start(kli_thread_create_fn create)
+{
+	(void)create;
+}
+
+void kli_lockstat_created(const void *lock)
+{
+	(void)lock;
+}
+
+const void *kli_lockstat_init_site(const void *lock)
+{
+	(void)lock;
+	return NULL;
 }
 
 void kli_lockstat_init(void)

@@ -7,6 +7,8 @@
 #ifndef KL_LOCKSTAT_IMPL_H
 #define KL_LOCKSTAT_IMPL_H
 
+#include <pthread.h>
+
 #include "hooks.h"
 
 /* Slots in a thread's table (a power of two). */
@@ -52,8 +54,24 @@ struct kli_ls_episode {
 void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 			  enum kli_kind kind, unsigned flags, const void *site);
 
+/* A lock initialised (kli_instr_created): while recording, under libklock-preload,
+ * remembers the program's init call site for the report's label (lockstat.c). */
+void kli_lockstat_created(const void *lock);
+
+/* The init call site remembered for @lock, or NULL. Report time. */
+const void *kli_lockstat_init_site(const void *lock);
+
 /* Library start-up (locks/init.c): exit hook, fork handler, KLOCK_LOCKSTAT. */
 void kli_lockstat_init(void);
+
+/* pthread_create(), or the C library's behind an interposer. */
+typedef int (*kli_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+				    void *);
+
+/* Once per process, from libklock-preload's pthread_create() (never a lock call): starts
+ * the control thread (with @create) that writes a snapshot report when klock-stat closes
+ * KLOCK_LOCKSTAT_CTL (locks/lockstat.c). Nothing without KLOCK_LOCKSTAT_CTL. */
+void kli_lockstat_ctl_start(kli_thread_create_fn create);
 
 #if KLOCK_LOCKSTAT_HOLD
 /* Fast-path feeds for hold times (hooks.c: kli_instr_acquired / kli_instr_release). */

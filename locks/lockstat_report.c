@@ -16,12 +16,19 @@
  * is a contiguous run. Everything here runs at report time; nothing is on a lock path.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <klock/lockstat.h>
+#include <klock/mcs.h>
+#include <klock/mutex.h>
 #include <klock/names.h>
+#include <klock/rwlock.h>
+#include <klock/ticket.h>
 #include "kl_internal.h"
+#include "lockstat_impl.h"
 
 /* Longest lock or caller label printed. */
 #define LABEL_MAX 160
@@ -170,10 +177,119 @@ static int cmp_caller(const void *a, const void *b)
 
 /* ---- labels ------------------------------------------------------------------------------ */
 
-static void lock_label(const void *lock, char *buf, size_t len)
+/*
+ * The size of one lock of @kind at the addresses rows carry: the pthread object under
+ * libklock-preload (rows are keyed by the pthread_mutex_t/pthread_rwlock_t), the klock
+ * object otherwise. 0: unknown (the lock prints as symbol+offset, never as an element).
+ */
+static size_t kind_stride(const char *kind)
 {
-	if (kl_lock_get_name(lock, buf, len) == 0)
-		snprintf(buf, len, "%p", lock);
+#if KLOCK_PRELOAD
+	if (strcmp(kind, "mutex") == 0 || strcmp(kind, "ticket") == 0 || strcmp(kind, "mcs") == 0)
+		return sizeof(pthread_mutex_t);
+	if (strcmp(kind, "rwlock") == 0 || strcmp(kind, "pcpu_rwsem") == 0)
+		return sizeof(pthread_rwlock_t);
+#else
+	if (strcmp(kind, "mutex") == 0)
+		return sizeof(struct kl_mutex);
+	if (strcmp(kind, "rwlock") == 0)
+		return sizeof(struct kl_rwlock);
+	if (strcmp(kind, "ticket") == 0)
+		return sizeof(struct kl_ticket);
+	if (strcmp(kind, "mcs") == 0)
+		return sizeof(struct kl_mcs);
+#endif
+	return 0;
+}
+
+static void caller_label(const void *addr, char *buf, size_t len, bool *named,
+			 const char **obj);
+
+/* A static lock's symbol: name, offset, size, and whether it holds several locks. */
+struct lock_sym {
+	char name[LABEL_MAX - SYM_ROOM];
+	uintptr_t off;
+	size_t size, stride;
+	bool many;   /* an array of locks (or an object holding several): one row under -M */
+};
+
+static bool lock_symbol(const void *lock, const char *kind, struct lock_sym *ls)
+{
+	if (!kli_symtab_data(lock, ls->name, sizeof(ls->name), &ls->off, &ls->size))
+		return false;
+	ls->stride = kind_stride(kind);
+	ls->many = ls->stride != 0 && ls->size >= 2 * ls->stride;
+	return true;
+}
+
+/*
+ * The lock's label: its kl_lock_set_name() name; else its static symbol - "name",
+ * "name[index]" for an element of an array of locks ("name[*]" for the merged array
+ * under -M), "name+0xoff" for a lock inside a larger object; else its address.
+ */
+static void lock_label(const struct kl_lockstat_row *r, char *buf, size_t len, bool merged)
+{
+	char site[LABEL_MAX - SYM_ROOM];
+	const void *init = kli_lockstat_init_site(r->lock);
+	struct lock_sym ls;
+	const char *obj;
+	bool named;
+
+	if (kl_lock_get_name(r->lock, buf, len) > 0)
+		return;
+	if (!lock_symbol(r->lock, r->kind, &ls)) {
+		/* a heap lock: by its init call site; under -M the key is the site itself */
+		if (init == NULL && merged && kli_symtab_is_code(r->lock))
+			init = r->lock;
+		if (init == NULL) {
+			snprintf(buf, len, "%p", r->lock);
+			return;
+		}
+		caller_label(init, site, sizeof(site), &named, &obj);
+		snprintf(buf, len, "init@%s%s", site, init == r->lock ? "[*]" : "");
+		return;
+	}
+	if (ls.many && merged)
+		snprintf(buf, len, "%s[*]", ls.name);
+	else if (ls.many && ls.off % ls.stride == 0 && ls.size % ls.stride == 0)
+		snprintf(buf, len, "%s[%lu]", ls.name, (unsigned long)(ls.off / ls.stride));
+	else if (ls.off != 0)
+		snprintf(buf, len, "%s+0x%lx", ls.name, (unsigned long)ls.off);
+	else
+		snprintf(buf, len, "%s", ls.name);
+}
+
+/* -M: the address rows of @lock merge under - the start of its array/object. */
+static const void *merge_lock(const struct kl_lockstat_row *r)
+{
+	struct lock_sym ls;
+	char name[2];
+
+	const void *init;
+
+	if (kl_lock_get_name(r->lock, name, sizeof(name)) > 0)
+		return r->lock;
+	if (!lock_symbol(r->lock, r->kind, &ls)) {
+		init = kli_lockstat_init_site(r->lock);   /* heap locks of one init site */
+		return init != NULL ? init : r->lock;
+	}
+	return ls.many ? (const char *)r->lock - ls.off : r->lock;
+}
+
+/* -m: the start of the function holding @caller (its address if unknown). */
+static const void *merge_caller(const void *caller)
+{
+	char sym[LABEL_MAX - SYM_ROOM];
+	uintptr_t off;
+	Dl_info info;
+
+	if (caller == NULL || dladdr(caller, &info) == 0)
+		return caller;
+	if (info.dli_sname != NULL && info.dli_saddr != NULL)
+		return info.dli_saddr;
+	if (kli_symtab_lookup(caller, sym, sizeof(sym), &off))
+		return (const char *)caller - off;
+	return caller;
 }
 
 /*
@@ -193,18 +309,18 @@ static void caller_label(const void *addr, char *buf, size_t len, bool *named,
 		snprintf(buf, len, "%p", addr);
 		return;
 	}
-	*obj = info.dli_fname;
+	*obj = kli_symtab_object(addr, info.dli_fname);   /* the real file, not argv[0] */
 	*named = true;
 	if (info.dli_sname != NULL) {
 		snprintf(buf, len, "%s+0x%lx", info.dli_sname,
 			 (unsigned long)((const char *)addr - (const char *)info.dli_saddr));
 	} else if (kli_symtab_lookup(addr, sym, sizeof(sym), &off)) {
 		snprintf(buf, len, "%s+0x%lx", sym, (unsigned long)off);
-	} else if (info.dli_fname != NULL) {
-		const char *base = strrchr(info.dli_fname, '/');
+	} else if (*obj != NULL) {
+		const char *base = strrchr(*obj, '/');
 
 		*named = false;
-		snprintf(buf, len, "%s+0x%lx", base != NULL ? base + 1 : info.dli_fname,
+		snprintf(buf, len, "%s+0x%lx", base != NULL ? base + 1 : *obj,
 			 (unsigned long)((const char *)addr - (const char *)info.dli_fbase));
 	} else {
 		*named = false;
@@ -212,13 +328,39 @@ static void caller_label(const void *addr, char *buf, size_t len, bool *named,
 	}
 }
 
+/* -m: a caller merged to its function's start prints as the function ("sym", not "sym+0x0"). */
+static void fold_label(char *label, bool fold)
+{
+	size_t n = strlen(label);
+
+	if (fold && n > 4 && strcmp(label + n - 4, "+0x0") == 0)
+		label[n - 4] = '\0';
+}
+
 /* ---- text ---------------------------------------------------------------------------------- */
+
+/* The process's command name (the kernel's comm: setproctitle() leaves it alone). */
+static void process_name(char *buf, size_t len)
+{
+	FILE *c = fopen("/proc/self/comm", "re");
+
+	buf[0] = '\0';
+	if (c != NULL) {
+		if (fgets(buf, (int)len, c) == NULL)
+			buf[0] = '\0';
+		fclose(c);
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+}
 
 static void text_header(FILE *f, const struct kl_lockstat_snapshot *s)
 {
 	double el = (double)s->elapsed_ns / NS_PER_S;
+	char comm[LABEL_MAX];
 
-	fprintf(f, "Elapsed time: %.2f seconds.\n", el);
+	process_name(comm, sizeof(comm));
+	fprintf(f, "Process: %s (pid %ld). Elapsed time: %.2f seconds.\n",
+		comm[0] != '\0' ? comm : "?", (long)getpid(), el);
 	if (s->hold_times)
 		fputs("Recorded: every acquisition and its hold time (-Dlockstat_hold=true), "
 		      "and each contended acquisition's spin and sleep time.\n", f);
@@ -249,7 +391,8 @@ static void text_row(FILE *f, double pct, uint64_t count, uint64_t ns, const cha
 
 /* The caller rows of group @g in section @ev, ranked. */
 static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
-			enum ls_event ev, bool by_count, uint64_t total, const char *lock)
+			enum ls_event ev, bool by_count, uint64_t total, const char *lock,
+			bool fold)
 {
 	struct caller_sort *c = calloc(g->n, sizeof(*c));
 	char label[LABEL_MAX];
@@ -268,6 +411,7 @@ static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 	qsort(c, n, sizeof(*c), cmp_caller);
 	for (size_t i = 0; i < n; i++) {
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
+		fold_label(label, fold);
 		text_row(f, total != 0 ? 100.0 * (double)c[i].key / (double)total : 0.0,
 			 ev_count(c[i].row, ev), ev_time(c[i].row, ev), lock, label);
 	}
@@ -301,11 +445,13 @@ static int text_section(FILE *f, const struct kl_lockstat_row **sorted, struct g
 	for (size_t i = 0, n = 0; i < ng && err == 0; i++) {
 		if (ev_count(&g[i].total, ev) == 0 || (o->top != 0 && n++ >= o->top))
 			continue;
-		lock_label(sorted[g[i].first]->lock, lock, sizeof(lock));
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
 		text_row(f, total != 0 ? 100.0 * (double)g[i].key / (double)total : 0.0,
 			 ev_count(&g[i].total, ev), ev_time(&g[i].total, ev), lock, "<all>");
 		if (!(o->flags & KL_LOCKSTAT_LOCKS))
-			err = text_callers(f, sorted, &g[i], ev, by_count, total, lock);
+			err = text_callers(f, sorted, &g[i], ev, by_count, total, lock,
+					   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
 	}
 	return err;
 }
@@ -321,19 +467,29 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 		g[i].key = wait_key(&g[i].total, (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
 	qsort(g, ng, sizeof(*g), cmp_group_key);
 	fprintf(f, "\n-- Summary by lock\n\n");
-	fprintf(f, " Contended   Failed    Wait/ms MaxWait/us%s Lock                   Type\n",
-		s->hold_times ? "   Acquired    Hold/ms MaxHold/us" : "");
+	fprintf(f, " Contended   Failed    Wait/ms AvgWait/us MaxWait/us    Spin/ms   Sleep/ms%s"
+		" Lock                   Type\n",
+		s->hold_times ? "   Acquired    Hold/ms AvgHold/us MaxHold/us" : "");
 	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
 		const struct kl_lockstat_row *t = &g[i].total;
 
-		lock_label(sorted[g[i].first]->lock, lock, sizeof(lock));
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
 		snprintf(type, sizeof(type), "%s%s", t->kind, t->read ? " (read)" : "");
-		fprintf(f, "%10llu %8llu %10.2f %10.1f", (unsigned long long)t->contended,
-			(unsigned long long)t->failed, (double)t->wait_ns / NS_PER_MS,
-			(double)t->wait_max_ns / NS_PER_US);
+		uint64_t waits = t->contended + t->failed;
+
+		fprintf(f, "%10llu %8llu %10.2f %10.1f %10.1f %10.2f %10.2f",
+			(unsigned long long)t->contended, (unsigned long long)t->failed,
+			(double)t->wait_ns / NS_PER_MS,
+			waits != 0 ? (double)t->wait_ns / (double)waits / NS_PER_US : 0.0,
+			(double)t->wait_max_ns / NS_PER_US, (double)t->spin_ns / NS_PER_MS,
+			(double)t->sleep_ns / NS_PER_MS);
 		if (s->hold_times)
-			fprintf(f, " %10llu %10.2f %10.1f", (unsigned long long)t->acquisitions,
-				(double)t->hold_ns / NS_PER_MS, (double)t->hold_max_ns / NS_PER_US);
+			fprintf(f, " %10llu %10.2f %10.1f %10.1f", (unsigned long long)t->acquisitions,
+				(double)t->hold_ns / NS_PER_MS,
+				t->acquisitions != 0 ? (double)t->hold_ns / (double)t->acquisitions /
+							       NS_PER_US : 0.0,
+				(double)t->hold_max_ns / NS_PER_US);
 		fprintf(f, " %-*s %s\n", LOCK_COL, lock, type);
 	}
 }
@@ -411,7 +567,7 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
 }
 
 static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
-			bool hold, bool by_count)
+			bool hold, bool by_count, bool fold)
 {
 	struct caller_sort *c = calloc(g->n, sizeof(*c));
 	char label[LABEL_MAX];
@@ -426,6 +582,7 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 	qsort(c, g->n, sizeof(*c), cmp_caller);
 	for (size_t i = 0; i < g->n; i++) {
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
+		fold_label(label, fold);
 		fprintf(f, "%s\n        {\"caller\": \"0x%lx\", \"symbol\": ", i ? "," : "",
 			(unsigned long)(uintptr_t)c[i].row->caller);
 		json_str(f, named ? label : NULL);
@@ -447,7 +604,8 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 
 	fprintf(f, "\n    {\"lock\": \"0x%lx\", \"name\": ",
 		(unsigned long)(uintptr_t)g->total.lock);
-	json_str(f, kl_lock_get_name(g->total.lock, name, sizeof(name)) > 0 ? name : NULL);
+	lock_label(sorted[g->first], name, sizeof(name), (o->flags & KL_LOCKSTAT_MERGE) != 0);
+	json_str(f, strncmp(name, "0x", 2) != 0 ? name : NULL);   /* an address: no name */
 	fputs(", \"kind\": ", f);
 	json_str(f, g->total.kind);
 	fprintf(f, ", \"read\": %s, ", g->total.read ? "true" : "false");
@@ -455,7 +613,8 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 	fputs(", \"callers\": [", f);
 	if (!(o->flags & KL_LOCKSTAT_LOCKS))
 		err = json_callers(f, sorted, g, s->hold_times,
-				   (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
+				   (o->flags & KL_LOCKSTAT_BY_COUNT) != 0,
+				   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
 	fputs("]}", f);
 	return err;
 }
@@ -465,6 +624,7 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		       const struct kl_lockstat_options *o)
 {
 	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	char comm[LABEL_MAX];
 	int err = 0;
 
 	for (size_t i = 0; i < ng; i++)
@@ -474,6 +634,10 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		"\"hold_times\": %s, \"sort\": \"%s\",\n", KL_LOCKSTAT_SCHEMA,
 		s->recording ? "true" : "false", s->hold_times ? "true" : "false",
 		by_count ? "count" : "time");
+	process_name(comm, sizeof(comm));
+	fprintf(f, "  \"pid\": %ld, \"command\": ", (long)getpid());
+	json_str(f, comm[0] != '\0' ? comm : NULL);
+	fputs(",\n", f);
 	fprintf(f, "  \"elapsed_ns\": %llu, \"threads\": %u, \"cpus\": %u, \"wait_ns\": %llu, "
 		"\"wait_pct\": %.4f,\n", (unsigned long long)s->elapsed_ns, s->threads, s->cpus,
 		(unsigned long long)s->wait_ns, s->wait_pct);
@@ -493,6 +657,41 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
+/*
+ * -M / -m: a copy of the rows keyed by the merged lock (the start of its array) and the
+ * merged caller (its function's start), sorted, with equal keys added together; @sorted
+ * points into it, *@n is its length. NULL for ENOMEM.
+ */
+static struct kl_lockstat_row *merge_rows(const struct kl_lockstat_snapshot *s,
+					  const struct kl_lockstat_options *o,
+					  const struct kl_lockstat_row **sorted, size_t *n)
+{
+	struct kl_lockstat_row *m = malloc((s->nrows + 1) * sizeof(*m));
+	size_t k = 0;
+
+	if (m == NULL)
+		return NULL;
+	for (size_t i = 0; i < s->nrows; i++) {
+		m[i] = s->rows[i];
+		if (o->flags & KL_LOCKSTAT_MERGE)
+			m[i].lock = merge_lock(&s->rows[i]);
+		if (o->flags & KL_LOCKSTAT_MERGE_CALLERS)
+			m[i].caller = merge_caller(s->rows[i].caller);
+		sorted[i] = &m[i];
+	}
+	qsort(sorted, s->nrows, sizeof(*sorted), cmp_group);
+	/* adjacent equal keys (type, side, lock, caller) become one row */
+	for (size_t i = 0; i < s->nrows; i++) {
+		if (k > 0 && cmp_group(&sorted[k - 1], &sorted[i]) == 0) {
+			row_add((struct kl_lockstat_row *)sorted[k - 1], sorted[i]);
+			continue;
+		}
+		sorted[k++] = sorted[i];
+	}
+	*n = k;
+	return m;
+}
+
 int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
 				const struct kl_lockstat_options *opt)
 {
@@ -500,14 +699,20 @@ int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
 	const struct kl_lockstat_options *o = opt != NULL ? opt : &defaults;
 	const struct kl_lockstat_row **sorted = malloc((s->nrows + 1) * sizeof(*sorted));
 	struct group *g = malloc((s->nrows + 1) * sizeof(*g));
-	size_t ng;
+	bool merge = (o->flags & (KL_LOCKSTAT_MERGE | KL_LOCKSTAT_MERGE_CALLERS)) != 0;
+	struct kl_lockstat_row *merged = NULL;
+	size_t ng, n = s->nrows;
 	int err = ENOMEM;
 
-	if (sorted != NULL && g != NULL) {
-		for (size_t i = 0; i < s->nrows; i++)
-			sorted[i] = &s->rows[i];
-		qsort(sorted, s->nrows, sizeof(*sorted), cmp_group);
-		ng = make_groups(sorted, s->nrows, g);
+	if (sorted != NULL && g != NULL && merge)
+		merged = merge_rows(s, o, sorted, &n);
+	if (sorted != NULL && g != NULL && (merged != NULL || !merge)) {
+		if (merged == NULL) {
+			for (size_t i = 0; i < n; i++)
+				sorted[i] = &s->rows[i];
+			qsort(sorted, n, sizeof(*sorted), cmp_group);
+		}
+		ng = make_groups(sorted, n, g);
 		if (o->flags & KL_LOCKSTAT_JSON)
 			err = json_report(f, s, sorted, g, ng, o);
 		else
@@ -515,6 +720,7 @@ int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
 	}
 	free(sorted);
 	free(g);
+	free(merged);
 	if (err == 0 && (fflush(f) != 0 || ferror(f)))
 		err = EIO;
 	return err;
@@ -560,6 +766,10 @@ static bool parse_word(const char *w, struct kl_lockstat_options *o)
 		o->flags |= KL_LOCKSTAT_BY_COUNT;
 	else if (strcmp(w, "locks") == 0)
 		o->flags |= KL_LOCKSTAT_LOCKS;
+	else if (strcmp(w, "merge") == 0)
+		o->flags |= KL_LOCKSTAT_MERGE;
+	else if (strcmp(w, "merge_callers") == 0)
+		o->flags |= KL_LOCKSTAT_MERGE_CALLERS;
 	else if (strncmp(w, "top=", 4) == 0 && w[4] >= '0' && w[4] <= '9') {
 		n = strtoul(w + 4, &end, 10);
 		if (*end != '\0' || n > TOP_MAX)

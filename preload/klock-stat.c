@@ -5,20 +5,29 @@
  * waited (NetBSD's `lockstat command`, for one unmodified program).
  *
  * How: the command runs with LD_PRELOAD=libklock-preload.so (found next to this program:
- * the build tree, or the installed libdir), KLOCK_LOCKSTAT=<report options> and
- * KLOCK_LOCKSTAT_FILE=<private directory>/ls.%p, so every process of the command (a
- * shell script's children too) writes its lockstat report there when it exits. Then
+ * the build tree, or the installed libdir), KLOCK_LOCKSTAT=<report options>,
+ * KLOCK_LOCKSTAT_FD=<an inherited descriptor of <private directory>/records> and, for
+ * processes that lost that descriptor, KLOCK_LOCKSTAT_FILE=<private directory>/ls.%p, so
+ * every process of the command (a shell script's children too) appends its lockstat
+ * report there when it exits - also after it changed its user id. Then
  * klock-stat prints the reports of the processes that waited for a lock (all of them
  * with --all), the command's own first, and exits with the command's status (128 + the
- * signal number if a signal ended it, as shells do). While the command runs, SIGINT and
- * SIGQUIT are left to it, as time(1) does.
+ * signal number if a signal ended it, as shells do). While the command runs, SIGQUIT is
+ * left to it, as time(1) does; a SIGTERM, SIGINT or SIGHUP sent to klock-stat (how people
+ * stop a server they profile) first makes every process of the command write a snapshot
+ * of its report (klock-stat closes the KLOCK_LOCKSTAT_CTL pipe, lockstat's control thread
+ * sees end-of-file), then is forwarded to the command (not when the terminal sent it: the
+ * command got that one itself); klock-stat then prints the reports as usual and removes
+ * its folder (in $TMPDIR, else /tmp). With -d SECONDS the same snapshot closes a window:
+ * only the records written by then are reported (the command runs on to its end).
  *
  * A process writes its report from atexit(): one that ends with _exit() or is killed
- * writes none; setuid and statically linked programs ignore LD_PRELOAD. klock-stat says so
- * when no report came back.
+ * (other than through klock-stat) writes none; setuid and statically linked programs
+ * ignore LD_PRELOAD. klock-stat says so when no report came back.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -27,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,12 +54,34 @@
 #define MAX_REPORTS 4096
 /* The most processes' pids listed in the summary line. */
 #define REPORT_CHUNK 65536
+/* The file every process of the command appends its report record to (its descriptor
+ * is inherited: KLOCK_LOCKSTAT_FD), inside the private directory. */
+#define RECORDS_NAME "records"
+/* Lowest descriptor number for it: above the small numbers programs dup2() onto. */
+#define RECORDS_FD_MIN 100
+/* How long a stop signal waits for the command's snapshot before it is forwarded, and
+ * how often it looks. */
+#define SNAPSHOT_WAIT_MS 10000u
+#define SNAPSHOT_POLL_MS 10u
+/* Longest -d window (a day). */
+#define WINDOW_MAX_S 86400.0
 
 struct opts {
 	const char *output;      /* -o */
-	bool json, count, locks, all;
+	bool json, count, locks, all, merge, merge_callers;
+	double window;           /* -d: seconds; 0: the whole run */
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
+};
+
+/* The command being run, and klock-stat's ends of its channels. */
+struct run_ctx {
+	pid_t pid;
+	int status;
+	bool done;             /* status is the command's */
+	int ctl_r, ctl_w;      /* the control pipe: the command inherits ctl_r */
+	off_t window_end;      /* -d: records up to here count; 0: all */
+	char records[PATH_MAX];
 };
 
 struct report {
@@ -69,8 +101,11 @@ static void usage(FILE *f)
 	      "  -s, --sort KEY       rank locks by wait time (time, the default) or by count\n"
 	      "  -n, --top N          at most N locks per section\n"
 	      "  -l, --locks          one row per lock, no per-caller rows\n"
+	      "  -M, --merge          one row per array of static locks (name[*])\n"
+	      "  -m, --merge-callers  one caller row per function\n"
 	      "  -a, --all            also report processes that never waited\n"
-	      "  -m, --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
+	      "  -d, --duration SECS  report the first SECS seconds only (the command runs on)\n"
+	      "      --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
 	      "  -r, --rwlock IMPL    KLOCK_RWLOCK for the command: rwlock, pcpu_rwsem, pthread\n"
 	      "  -p, --preload PATH   the interposer library to use\n"
 	      "  -h, --help           this text\n", f);
@@ -90,7 +125,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "output", required_argument, NULL, 'o' }, { "json", no_argument, NULL, 'j' },
 		{ "sort", required_argument, NULL, 's' }, { "top", required_argument, NULL, 'n' },
 		{ "locks", no_argument, NULL, 'l' }, { "all", no_argument, NULL, 'a' },
-		{ "mutex", required_argument, NULL, 'm' }, { "rwlock", required_argument, NULL, 'r' },
+		{ "mutex", required_argument, NULL, 'X' }, { "merge", no_argument, NULL, 'M' },
+		{ "merge-callers", no_argument, NULL, 'm' },
+		{ "duration", required_argument, NULL, 'd' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -98,13 +135,21 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	long n;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+o:js:n:lam:r:p:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:js:n:laMmd:r:p:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'j': o->json = true; break;
 		case 'l': o->locks = true; break;
 		case 'a': o->all = true; break;
-		case 'm': o->mutex = optarg; break;
+		case 'X': o->mutex = optarg; break;
+		case 'M': o->merge = true; break;
+		case 'd':
+			o->window = strtod(optarg, &end);
+			if (*optarg == '\0' || *end != '\0' || !(o->window > 0) ||
+			    o->window > WINDOW_MAX_S)
+				die("--duration: not a number of seconds: '%s'", optarg);
+			break;
+		case 'm': o->merge_callers = true; break;
 		case 'r': o->rwlock = optarg; break;
 		case 'p': o->preload = optarg; break;
 		case 's':
@@ -167,7 +212,8 @@ static char *find_preload(const struct opts *o)
 	return NULL;
 }
 
-static void set_env(const struct opts *o, const char *preload, const char *dir)
+static void set_env(const struct opts *o, const char *preload, const char *dir, int fd,
+		    int ctl)
 {
 	char buf[PATH_MAX * 2];
 	const char *old = getenv("LD_PRELOAD");
@@ -181,41 +227,178 @@ static void set_env(const struct opts *o, const char *preload, const char *dir)
 		 o->count ? "count" : "time", o->locks ? "locks" : "callers");
 	if (o->top != 0)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",top=%u", o->top);
+	if (o->merge)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge");
+	if (o->merge_callers)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge_callers");
 	setenv("KLOCK_LOCKSTAT", buf, 1);
 	snprintf(buf, sizeof(buf), "%s/ls.%%p", dir);
 	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);
+	snprintf(buf, sizeof(buf), "%d", fd);
+	setenv("KLOCK_LOCKSTAT_FD", buf, 1);
+	snprintf(buf, sizeof(buf), "%d", ctl);
+	setenv("KLOCK_LOCKSTAT_CTL", buf, 1);
 	if (o->mutex != NULL)
 		setenv("KLOCK_MUTEX", o->mutex, 1);
 	if (o->rwlock != NULL)
 		setenv("KLOCK_RWLOCK", o->rwlock, 1);
 }
 
-/* Runs the command (its pid into *@pidp); its wait status. */
-static int run(char **argv, pid_t *pidp)
-{
-	struct sigaction ign = { .sa_handler = SIG_IGN }, oint, oquit;
-	int status;
-	pid_t pid;
+/* The signals klock-stat forwards (how people stop a server they profile). */
+static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
+#define NSTOP (sizeof(stop_signals) / sizeof(stop_signals[0]))
 
-	sigaction(SIGINT, &ign, &oint);
+/* Set by on_stop(): the last stop signal, and whether the terminal sent it (then the
+ * command, in the same foreground process group, got it too). */
+static volatile sig_atomic_t stop_sig, stop_from_tty, window_due;
+
+static void on_window(int sig)
+{
+	(void)sig;
+	window_due = 1;
+}
+
+static void on_stop(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	stop_sig = sig;
+	stop_from_tty = si != NULL && si->si_code == SI_KERNEL;
+}
+
+static char *slurp(const char *path);
+
+/* @a/@b into @buf; a path too long for it ends klock-stat. */
+static void path_join(char *buf, size_t len, const char *a, const char *b)
+{
+	int n = snprintf(buf, len, "%s/%s", a, b);
+
+	if (n < 0 || (size_t)n >= len)
+		die("path too long: %s", a);
+}
+
+/* Whether the record file holds a record of process @pid (its snapshot arrived). */
+static bool has_record(const char *path, long pid)
+{
+	char *all = slurp(path), *p = all, *nl;
+	unsigned long long len;
+	bool found = false;
+	long who;
+
+	while (p != NULL && !found && (nl = strchr(p, '\n')) != NULL &&
+	       sscanf(p, "klock-lockstat pid=%ld bytes=%llu", &who, &len) == 2 &&
+	       len <= strlen(nl + 1)) {
+		found = who == pid;
+		p = nl + 1 + len;
+	}
+	free(all);
+	return found;
+}
+
+/*
+ * A stop signal reached klock-stat: first every process of the command writes a
+ * snapshot (klock-stat closes the control pipe: lockstat.c's control thread), then the
+ * signal goes to the command - unless the terminal sent it to the command already. A
+ * command that the signal kills has reported; one that exits normally reports again.
+ * Waits for the command's snapshot at most SNAPSHOT_WAIT_MS (a second signal does not
+ * wait).
+ */
+static void take_snapshot(struct run_ctx *c)
+{
+	int status;
+
+	if (c->ctl_w < 0)
+		return;
+	close(c->ctl_w);
+	c->ctl_w = -1;
+	for (unsigned ms = 0; ms < SNAPSHOT_WAIT_MS && !has_record(c->records, c->pid);
+	     ms += SNAPSHOT_POLL_MS) {
+		if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+			c->status = status;
+			c->done = true;
+			return;
+		}
+		usleep(SNAPSHOT_POLL_MS * 1000u);
+	}
+}
+
+static void forward_stop(struct run_ctx *c, int sig, bool tty)
+{
+	take_snapshot(c);
+	if (!c->done && !tty)
+		kill(c->pid, sig);
+}
+
+/* -d: the window closes - the snapshot records written now are the report; later
+ * records (exit reports) are left out. */
+static void close_window(struct run_ctx *c)
+{
+	struct stat st;
+
+	take_snapshot(c);
+	c->window_end = stat(c->records, &st) == 0 && st.st_size > 0 ? st.st_size : 1;
+}
+
+/* Arms the -d timer (SIGALRM, no SA_RESTART: waitpid returns EINTR). */
+static void arm_window(double secs)
+{
+	struct sigaction alrm = { .sa_handler = on_window };
+	struct itimerval it = { 0 };
+
+	if (secs <= 0)
+		return;
+	sigaction(SIGALRM, &alrm, NULL);
+	it.it_value.tv_sec = (time_t)secs;
+	it.it_value.tv_usec = (suseconds_t)((secs - (double)(time_t)secs) * 1e6);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* Runs the command (its pid and wait status into @c). */
+static void run(char **argv, struct run_ctx *c, double window)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN }, stop = { .sa_sigaction = on_stop,
+								   .sa_flags = SA_SIGINFO };
+	struct sigaction oquit, ostop[NSTOP];
+	int status;
+
 	sigaction(SIGQUIT, &ign, &oquit);
-	pid = fork();
-	if (pid < 0)
+	for (size_t i = 0; i < NSTOP; i++)
+		sigaction(stop_signals[i], &stop, &ostop[i]);   /* no SA_RESTART: EINTR below */
+	c->pid = fork();
+	if (c->pid < 0)
 		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		sigaction(SIGINT, &oint, NULL);
+	if (c->pid == 0) {
 		sigaction(SIGQUIT, &oquit, NULL);
+		for (size_t i = 0; i < NSTOP; i++)
+			sigaction(stop_signals[i], &ostop[i], NULL);
 		execvp(argv[0], argv);
 		fprintf(stderr, "klock-stat: %s: %s\n", argv[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
-	*pidp = pid;
-	while (waitpid(pid, &status, 0) < 0)
+	close(c->ctl_r);
+	arm_window(window);
+	while (!c->done) {
+		if (waitpid(c->pid, &status, 0) == c->pid) {
+			c->status = status;
+			break;
+		}
 		if (errno != EINTR)
 			die("waitpid: %s", strerror(errno));
-	sigaction(SIGINT, &oint, NULL);
+		if (window_due && c->window_end == 0) {
+			window_due = 0;
+			close_window(c);
+		}
+		if (stop_sig != 0) {
+			int sig = stop_sig;
+
+			stop_sig = 0;
+			forward_stop(c, sig, stop_from_tty);
+		}
+	}
+	if (c->ctl_w >= 0)
+		close(c->ctl_w);
 	sigaction(SIGQUIT, &oquit, NULL);
-	return status;
+	for (size_t i = 0; i < NSTOP; i++)
+		sigaction(stop_signals[i], &ostop[i], NULL);
 }
 
 static char *slurp(const char *path)
@@ -255,28 +438,85 @@ static int cmp_report(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* Reads every report in @dir (removing the files), the command's own first. */
-static size_t collect(const char *dir, long first, struct report *r)
+/* The report of process @pid in r[0..*n): its slot, a new one, or NULL when full. */
+static struct report *report_of(struct report *r, size_t *n, long pid)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (r[i].pid == pid)
+			return &r[i];
+	if (*n >= MAX_REPORTS)
+		return NULL;
+	r[*n] = (struct report){ .pid = pid };
+	return &r[(*n)++];
+}
+
+/* The records of the shared report file (lockstat.c's ls_exit_report_fd(): a header
+ * line "klock-lockstat pid=P bytes=N", then N bytes); a later record of a process
+ * replaces an earlier one. */
+static size_t parse_records(const char *path, struct report *r, size_t n, off_t limit)
+{
+	char *all = slurp(path), *p = all, *nl;
+	unsigned long long len;
+	long pid;
+
+	if (all != NULL && limit > 0 && (size_t)limit < strlen(all))
+		all[limit] = '\0';   /* -d: the records the window's snapshot wrote */
+	while (p != NULL && (nl = strchr(p, '\n')) != NULL) {
+		struct report *x;
+		int used = 0;
+
+		if (sscanf(p, "klock-lockstat pid=%ld bytes=%llu\n%n", &pid, &len, &used) != 2 ||
+		    used == 0 || len > strlen(nl + 1))
+			break;   /* a torn or foreign tail: what came before still counts */
+		p = nl + 1;
+		x = report_of(r, &n, pid);
+		if (x != NULL) {
+			free(x->text);
+			x->text = strndup(p, (size_t)len);
+			if (x->text == NULL)
+				die("%s", "out of memory");
+		}
+		p += len;
+	}
+	free(all);
+	return n;
+}
+
+/* Reads every report (the shared record file, then per-process files of processes that
+ * lost the descriptor), removing the files, the command's own first. */
+static size_t collect(const char *dir, long first, struct report *r, off_t window_end)
 {
 	char path[PATH_MAX];
 	struct dirent *e;
-	size_t n = 0;
-	DIR *d = opendir(dir);
+	size_t n;
+	DIR *d;
 
+	path_join(path, sizeof(path), dir, RECORDS_NAME);
+	n = parse_records(path, r, 0, window_end);
+	unlink(path);
+	d = opendir(dir);
 	while (d != NULL && (e = readdir(d)) != NULL && n < MAX_REPORTS) {
+		if (window_end > 0 && strncmp(e->d_name, "ls.", 3) == 0) {
+			path_join(path, sizeof(path), dir, e->d_name);
+			unlink(path);   /* exit reports: after the window */
+			continue;
+		}
 		if (strncmp(e->d_name, "ls.", 3) != 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		path_join(path, sizeof(path), dir, e->d_name);
 		r[n].pid = strtol(e->d_name + 3, NULL, 10);
 		r[n].text = slurp(path);
 		unlink(path);
-		if (r[n].text == NULL)
+		if (r[n].text == NULL || report_of(r, &n, r[n].pid) != &r[n]) {
+			free(r[n].text);   /* none, or the process also wrote a record */
 			continue;
-		r[n].waited = report_waited(r[n].text);
+		}
 		n++;
 	}
 	if (d != NULL)
 		closedir(d);
+	for (size_t i = 0; i < n; i++)
+		r[i].waited = report_waited(r[i].text);
 	qsort(r, n, sizeof(*r), cmp_report);
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].pid == first && i > 0) {
@@ -346,25 +586,77 @@ static void print_json(FILE *f, const struct report *r, size_t n, const struct o
 	fputs("]}\n", f);
 }
 
+/*
+ * The record file's descriptor, inherited by the command (not close-on-exec). Reports go
+ * through it rather than by path: a process that dropped privileges (setpriv, a server
+ * that setuid()s to its own user) can no longer create files in this private directory,
+ * but an open descriptor needs no permission. A world-writable directory would work too,
+ * but would let any local user plant or read "reports"; the descriptor reaches only the
+ * command's processes.
+ */
+static int open_records(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd, hi;
+
+	path_join(path, sizeof(path), dir, RECORDS_NAME);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND, 0600);
+	if (fd < 0)
+		die("cannot create the report file: %s", strerror(errno));
+	hi = fcntl(fd, F_DUPFD, RECORDS_FD_MIN);
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
+/* The control pipe: the command inherits the read end (fd >= RECORDS_FD_MIN, not
+ * close-on-exec); klock-stat's write end is close-on-exec, so only klock-stat holds it
+ * and closing it is an end-of-file every process of the command sees. */
+static void open_ctl(struct run_ctx *c)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		die("cannot make a pipe: %s", strerror(errno));
+	c->ctl_r = fcntl(p[0], F_DUPFD, RECORDS_FD_MIN);
+	close(p[0]);
+	if (c->ctl_r < 0)
+		die("cannot make a pipe: %s", strerror(errno));
+	c->ctl_w = p[1];
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
-	char dir[] = "/tmp/klock-stat.XXXXXX";
+	char dir[PATH_MAX];
+	const char *tmp = getenv("TMPDIR");
+	struct run_ctx c = { .ctl_r = -1, .ctl_w = -1 };
 	struct report *r = calloc(MAX_REPORTS, sizeof(*r));
 	int first = parse_opts(argc, argv, &o), status;
 	char *preload = find_preload(&o);
 	FILE *out = stderr;
 	pid_t child;
 	size_t n;
+	int rec;
 
 	if (!KLOCK_STAT_LOCKSTAT)
 		die("%s", "this klock was built with -Dlockstat=false: there is no lockstat to "
 		    "report (rebuild with -Dlockstat=true)");
+	path_join(dir, sizeof(dir), tmp != NULL && tmp[0] == '/' ? tmp : "/tmp",
+		  "klock-stat.XXXXXX");
 	if (r == NULL || mkdtemp(dir) == NULL)
 		die("cannot make a directory for the reports: %s", strerror(errno));
-	set_env(&o, preload, dir);
-	status = run(argv + first, &child);
-	n = collect(dir, (long)child, r);
+	rec = open_records(dir);
+	path_join(c.records, sizeof(c.records), dir, RECORDS_NAME);
+	open_ctl(&c);
+	set_env(&o, preload, dir, rec, c.ctl_r);
+	run(argv + first, &c, o.window);
+	status = c.status;
+	child = c.pid;
+	close(rec);
+	n = collect(dir, (long)child, r, c.window_end);
 	rmdir(dir);
 	if (o.output != NULL && (out = fopen(o.output, "w")) == NULL)
 		die("cannot write %s", o.output);

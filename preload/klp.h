@@ -193,6 +193,7 @@ enum klp_real_id {
 	KLP_R_pthread_spin_init, KLP_R_pthread_spin_destroy, KLP_R_pthread_spin_lock,
 	KLP_R_pthread_spin_trylock, KLP_R_pthread_spin_unlock,
 	KLP_R_pthread_cancel,
+	KLP_R_pthread_create,
 	KLP_R_COUNT
 };
 

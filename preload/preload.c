@@ -166,6 +166,7 @@
 #include <unistd.h>
 
 #include "klp.h"
+#include "lockstat_impl.h"
 
 /* A CLOCK_REALTIME mutex/rwlock wait sleeps at most this long before re-reading the
  * realtime clock (condvar waits use a realtime timer instead). */
@@ -276,6 +277,7 @@ static const char *const real_names[KLP_R_COUNT] = {
 	KLP_NAME(pthread_spin_lock), KLP_NAME(pthread_spin_trylock),
 	KLP_NAME(pthread_spin_unlock),
 	KLP_NAME(pthread_cancel),
+	KLP_NAME(pthread_create),
 };
 
 _Atomic(klp_fn) klp_real_fn[KLP_R_COUNT];
@@ -373,6 +375,20 @@ void klp_sleep_until(const struct klp_deadline *d)
 }
 
 /* ---- start-up and fork ------------------------------------------------------------------ */
+
+/* ---- threads ------------------------------------------------------------------------------- */
+
+/* glibc's; and with the program's first thread, klock-stat's lockstat control thread
+ * (lockstat.c: a single-threaded program must stay single-threaded). */
+KLP_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+			      void *(*fn)(void *), void *arg)
+{
+	int err = KLP_REAL(pthread_create)(thread, attr, fn, arg);
+
+	if (err == 0)
+		kli_lockstat_ctl_start(KLP_REAL(pthread_create));
+	return err;
+}
 
 static void klp_atfork_child(void)
 {

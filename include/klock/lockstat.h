@@ -120,6 +120,8 @@ KL_API void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *snap);
 #define KL_LOCKSTAT_BY_COUNT (1u << 0)  /* rank by event count, not time (lockstat -c) */
 #define KL_LOCKSTAT_LOCKS (1u << 1)     /* one <all> row per lock, no caller rows (-l) */
 #define KL_LOCKSTAT_JSON (1u << 2)      /* the JSON form (schema in docs/lockstat.md) */
+#define KL_LOCKSTAT_MERGE (1u << 3)     /* one row per array of static locks (-M) */
+#define KL_LOCKSTAT_MERGE_CALLERS (1u << 4)  /* one caller row per function (-m) */
 
 struct kl_lockstat_options {
 	unsigned flags;   /* KL_LOCKSTAT_* */
@@ -143,7 +145,7 @@ KL_API int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapsho
 
 /**
  * kl_lockstat_options_parse - parse a comma-separated option list into @opt:
- *   json | text, time | count, locks | callers, top=N
+ *   json | text, time | count, locks | callers, merge, merge_callers, top=N
  * ("1" alone means the defaults). This is the syntax of KLOCK_LOCKSTAT and of klock-stat.
  * Returns 0, or EINVAL for an unknown word or a bad number (@opt is then left at its
  * defaults).

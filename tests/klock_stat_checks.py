@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
+"""klock-stat on a scripted program (tests/stat_target.c): what a user relies on.
+
+    klock_stat_checks.py CHECK --stat KLOCK_STAT --preload LIB --target STAT_TARGET
+
+CHECK is one of:
+  signal  a SIGTERM or SIGINT sent to klock-stat itself (how people stop a server they
+          profile) reaches the command, the report is still printed, klock-stat exits
+          128+signal, and no temporary folder is left behind
+  setuid  a command that changes its user id (setpriv --reuid=nobody, as servers drop
+          privileges) still gets its report (root only: skipped otherwise)
+  sites   call sites are the program's: contended jemalloc arena mutexes are charged to
+          the program's function, not to libjemalloc.so.2 (skipped without jemalloc), and
+          a stripped program that rewrites argv[0] (setproctitle) is named by its file
+
+  names   locks in static storage are named from the symbol table (target_lock,
+          target_locks[N]); -M folds the 64-mutex array into one row target_locks[*] with
+          the summed counts, -m folds a function's call sites into one caller row
+
+  window  -d SECONDS reports only what happened inside the window: the target contends
+          one lock before the window closes and another after (it waits for the
+          window's snapshot), and only the first is in the report
+
+A check whose tool is missing exits 77 (meson: skipped).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+# Generous: the machine may be shared and loaded (KLTEST_SCALE stretches it further).
+TIMEOUT = 120 * float(os.environ.get('KLTEST_SCALE', '1') or 1)
+# Runs of a contention-dependent program before concluding that it never contended.
+ATTEMPTS = 3
+JEMALLOC_PATHS = ('/usr/lib/x86_64-linux-gnu/libjemalloc.so.2',
+                  '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2', '/usr/lib/libjemalloc.so.2')
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith('KLOCK_') and k != 'LD_PRELOAD'}
+    env.update(extra)
+    return env
+
+
+def fail(msg):
+    raise SystemExit('FAIL: ' + msg)
+
+
+def stat_cmd(a, *opts):
+    return [a.stat, '--preload', a.preload, *opts, '--']
+
+
+def callers(report):
+    return [c for lock in report['locks'] for c in lock['callers']]
+
+
+def run_json(a, cmd, env, *opts, rc=0):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, 'r.json')
+        p = subprocess.run(stat_cmd(a, '--json', '-o', out, *opts) + cmd, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
+        if p.returncode != rc:
+            sys.stderr.write(p.stderr.decode(errors='replace'))
+            fail(f'{cmd}: klock-stat exit status {p.returncode}, expected {rc}')
+        if not os.path.exists(out):
+            fail(f'{cmd}: no report written: {p.stderr.decode(errors="replace")}')
+        with open(out) as f:
+            text = f.read()
+        try:
+            return json.loads(text)
+        except ValueError:
+            fail(f'{cmd}: not JSON: {text[:400]!r}')
+
+
+# ---- signal ----------------------------------------------------------------------------
+
+def stop_server(a, sig, tmp):
+    """Starts klock-stat on a server-like target, signals klock-stat, returns its output."""
+    out, errf = os.path.join(tmp, 'report.txt'), os.path.join(tmp, 'stderr.txt')
+    env = clean_env(TMPDIR=tmp)
+    with open(errf, 'wb') as ef:
+        p = subprocess.Popen(stat_cmd(a, '-o', out) + [a.target, '--serve'], env=env,
+                             stdout=subprocess.PIPE, stderr=ef)
+    line = p.stdout.readline().split()
+    target = int(line[1]) if len(line) == 2 and line[0] == b'ready' else None
+    try:
+        if target is None:
+            p.kill()
+            fail(f'the target did not start: {line!r} {open(errf).read()!r}')
+        p.send_signal(sig)
+        try:
+            rc = p.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail(f'klock-stat did not end after {sig.name} (not forwarded to the command?)')
+        if p.returncode < 0:
+            fail(f'klock-stat itself died of {sig.name}: no report, the command left running')
+    finally:
+        if target is not None:
+            try:
+                os.kill(target, signal.SIGKILL)   # only if it outlived klock-stat
+            except ProcessLookupError:
+                pass
+        p.stdout.close()
+    err = open(errf).read()
+    os.unlink(errf)
+    text = open(out).read() if os.path.exists(out) else ''
+    return rc, text, err
+
+
+def check_signal(a):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, text, err = stop_server(a, sig, tmp)
+            left = [e for e in os.listdir(tmp) if e != 'report.txt']
+        if rc != 128 + sig:
+            fail(f'{sig.name}: exit status {rc}, expected {128 + sig} (the command\'s)')
+        if 'target_wait_static+0x' not in text:
+            fail(f'{sig.name}: no report naming target_wait_static: {text!r} {err!r}')
+        if left:
+            fail(f'{sig.name}: klock-stat left {left} in TMPDIR')
+        print(f'ok: {sig.name} to klock-stat: forwarded (status {rc}), report printed, '
+              'no folder left')
+    return 0
+
+
+# ---- setuid ----------------------------------------------------------------------------
+
+def check_setuid(a):
+    setpriv = shutil.which('setpriv')
+    if os.geteuid() != 0 or setpriv is None:
+        print('skip: needs root and setpriv (util-linux)')
+        return SKIP
+    cmd = [setpriv, '--reuid=nobody', '--regid=nogroup', '--clear-groups', a.target]
+    j = run_json(a, cmd, clean_env())
+    procs = [p for p in j['processes'] if any(c['symbol'] and
+             c['symbol'].startswith('target_wait_static+') for c in callers(p['report']))]
+    if not procs:
+        fail(f'no report from the process that dropped privileges: {j}')
+    print('ok: a command that dropped root for nobody still reports '
+          f'(pid {procs[0]["pid"]}, {procs[0]["report"]["contended"]} contended)')
+    return 0
+
+
+# ---- sites -----------------------------------------------------------------------------
+
+def check_jemalloc(a):
+    lib = next((p for p in JEMALLOC_PATHS if os.path.exists(p)), None)
+    if lib is None:
+        print('skip: jemalloc is not installed (Debian: libjemalloc2)')
+        return False
+    for _ in range(ATTEMPTS):   # a busy host may run the churning threads one by one
+        j = run_json(a, [a.target, '--malloc'], clean_env(LD_PRELOAD=lib))
+        rep = j['processes'][0]['report']
+        cs = callers(rep)
+        if len(rep['locks']) > 1:
+            break
+    else:
+        print('skip: jemalloc\'s mutexes never contended in '
+              f'{ATTEMPTS} runs: {[c["symbol"] for c in cs]}')
+        return False
+    for c in cs:
+        if 'jemalloc' in (c['symbol'] or '') or 'jemalloc' in (c['object'] or ''):
+            fail(f'a wait charged to jemalloc, not to the program: {c}')
+    syms = [c['symbol'] or '' for c in cs]
+    mine = ('target_alloc_loop+', 'churn+', 'target_wait_static+')
+    if not all(s.startswith(mine) for s in syms) or \
+            not any(s.startswith(mine[:2]) for s in syms):
+        fail(f'the program\'s functions are not the callers: {syms}')
+    print(f'ok: with jemalloc, waits are charged to the program: {sorted(set(syms))}')
+    return True
+
+
+def check_retitled(a, tmp):
+    strip = shutil.which('strip')
+    if strip is None:
+        print('skip: no strip (binutils)')
+        return False
+    exe = os.path.join(tmp, 'stat-target-stripped')
+    shutil.copy(a.target, exe)
+    subprocess.run([strip, exe], check=True)
+    for path, want in ((a.target, 'target_wait_static+0x'),
+                       (exe, 'stat-target-stripped+0x')):
+        j = run_json(a, [path, '--title', 'a', 'b'], clean_env())
+        cs = callers(j['processes'][0]['report'])
+        labels = [(c['symbol'] or '') + ' ' + (c['object'] or '') for c in cs]
+        if not cs or not all(want in (c['symbol'] or '') or
+                             (c['symbol'] is None and c['object'] == path) for c in cs):
+            fail(f'{os.path.basename(path)} after setproctitle: callers {labels}, '
+                 f'expected {want}')
+        if any('retitled' in lbl for lbl in labels):
+            fail(f'a caller named from the rewritten argv[0]: {labels}')
+        comm = j['processes'][0]['report'].get('command')
+        if comm != os.path.basename(path)[:15]:   # the kernel's comm: 15 characters
+            fail(f'the process is not labelled by its command name: {comm!r}')
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, 'r.txt')
+        subprocess.run(stat_cmd(a, '-o', out) + [exe, '--title', 'a'], env=clean_env(),
+                       check=True, stdout=subprocess.DEVNULL, timeout=TIMEOUT)
+        text = open(out).read()
+    if 'stat-target-stripped+0x' not in text or 'retitled' in text:
+        fail(f'text report of the stripped, retitled program:\n{text}')
+    print('ok: a program that rewrote argv[0] is named from its own file '
+          '(symbols, or file+offset when stripped)')
+    return True
+
+
+def check_sites(a):
+    with tempfile.TemporaryDirectory() as tmp:
+        ran = check_retitled(a, tmp)
+    ran = check_jemalloc(a) or ran
+    return 0 if ran else SKIP
+
+
+# ---- names and merging ------------------------------------------------------------------
+
+def array_report(a, *opts, mode='--array', prefix='target_locks['):
+    """The target's report with --array: one in which the array was contended."""
+    for _ in range(ATTEMPTS):   # a busy host may run the threads one by one
+        j = run_json(a, [a.target, mode], clean_env(), *opts)
+        rep = j['processes'][0]['report']
+        if any((lk['name'] or '').startswith(prefix) for lk in rep['locks']):
+            return rep
+    print(f'skip: target_locks never contended in {ATTEMPTS} runs')
+    raise SystemExit(SKIP)
+
+
+def check_names(a):
+    rep = array_report(a)
+    names = [lk['name'] for lk in rep['locks']]
+    if 'target_lock' not in names:
+        fail(f'the static mutex is not named target_lock: {names}')
+    elems = [n for n in names if n and n.startswith('target_locks[')]
+    if not all(n[len('target_locks['):-1].isdigit() and
+               int(n[len('target_locks['):-1]) < 64 for n in elems):
+        fail(f'array elements not named target_locks[N]: {elems}')
+    print(f'ok: static locks named: target_lock, {len(elems)} elements like {elems[0]}')
+    rep = array_report(a, '-M', '-m')
+    rows = [lk for lk in rep['locks'] if (lk['name'] or '').startswith('target_locks')]
+    if [lk['name'] for lk in rows] != ['target_locks[*]']:
+        fail(f'-M: the array is not one row: {[lk["name"] for lk in rep["locks"]]}')
+    others = sum(lk['contended'] for lk in rep['locks'] if lk is not rows[0])
+    if rows[0]['contended'] != rep['contended'] - others or rows[0]['contended'] == 0:
+        fail(f'-M: the merged row does not hold the summed counts: {rows[0]}')
+    syms = [c['symbol'] for c in rows[0]['callers']]
+    if syms != ['target_array_loop']:
+        fail(f'-m: the array\'s callers are not one row for target_array_loop: {syms}')
+    print(f'ok: -M -m: one row target_locks[*] ({rows[0]["contended"]} contended, '
+          f'{rep["contended"]} in all), one caller target_array_loop')
+    check_heap_names(a)
+    return 0
+
+
+def check_heap_names(a):
+    want = 'init@target_heap_init+0x'
+    rep = array_report(a, mode='--heap', prefix=want)
+    heap = [lk['name'] for lk in rep['locks'] if lk['name'] != 'target_lock' and
+            not (lk['name'] or '').startswith('target_obj')]
+    if not heap or not all((n or '').startswith(want) for n in heap):
+        fail(f'heap locks not labelled by their init call site: {heap}')
+    rep = array_report(a, '-M', mode='--heap', prefix=want)
+    rows = [lk for lk in rep['locks'] if (lk['name'] or '').startswith(want)]
+    if len(rows) != 1 or not rows[0]['name'].endswith('[*]'):
+        fail(f'-M: the heap locks of one init site are not one row: '
+             f'{[lk["name"] for lk in rep["locks"]]}')
+    print(f'ok: heap locks labelled {heap[0]}; under -M one row {rows[0]["name"]} '
+          f'({rows[0]["contended"]} contended)')
+
+
+# ---- the window -------------------------------------------------------------------------
+
+def check_window(a):
+    j = run_json(a, [a.target, '--late'], clean_env(), '-d', '0.5')
+    rep = j['processes'][0]['report']
+    syms = [c['symbol'] or '' for c in callers(rep)]
+    if not any(s.startswith('target_wait_static+') for s in syms):
+        fail(f'-d: the contention inside the window is missing: {syms}')
+    if any(s.startswith('target_after_window+') for s in syms):
+        fail(f'-d: the report holds a contention from after the window: {syms}')
+    if j['status'] != 0:
+        fail(f'-d: the command did not run on to its end: status {j["status"]}')
+    print(f'ok: -d 0.5: only the window ({rep["elapsed_ns"] / 1e9:.2f} s, callers {syms}); '
+          'the command ran on to exit 0')
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window'])
+    ap.add_argument('--stat', required=True)
+    ap.add_argument('--preload', required=True)
+    ap.add_argument('--target', required=True)
+    a = ap.parse_args()
+    sys.exit(globals()['check_' + a.check](a) or 0)
+
+
+if __name__ == '__main__':
+    main()
