@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench/klock-info.c - what klock found on this machine, and what its substrate costs here:
- * the topology, the CPU-index source, the fence mode, and the price of the operations
- * every lock's slow path is built from (heavy fence, wake with nobody waiting, wait on a
- * changed value, a wait/wake ping-pong between two threads).
+ * the topology, the CPU-index source, what is sized from the CPU count, the fence mode,
+ * and the price of the operations every lock's slow path is built from (heavy fence, wake
+ * with nobody waiting, wait on a changed value, a wait/wake ping-pong between two threads).
  *
  *   klock-info            one table, about a second
  */
@@ -85,6 +85,20 @@ static double pingpong_ns(void)
 	return ns_per(t0, PINGPONGS);
 }
 
+/* What klock sizes from the CPU count (checked against the OS by tests/test_scale.c). */
+static void print_sizes(const struct kl_topology *t)
+{
+	struct kl_hashlock h;
+
+	if (kl_hashlock_init(&h, 0) == 0) {
+		printf("sized from the CPUs: hashlock auto size %u stripes (%u online CPUs), "
+		       "per-CPU arrays %u slots (possible CPUs), FIFO crowding threshold %u\n",
+		       kl_hashlock_nstripes(&h), t->online_cpus, t->possible_cpus,
+		       t->allowed_cpus > 2 ? t->allowed_cpus : 2);
+		kl_hashlock_destroy(&h);
+	}
+}
+
 int main(void)
 {
 	const struct kl_topology *t = kl_topology();
@@ -99,6 +113,7 @@ int main(void)
 	       t->cache_line);
 	printf("cpu index: %s (this thread on CPU %u, slot %u)\n", kl_cpu_source(),
 	       kl_cpu_current(), kl_cpu_slot());
+	print_sizes(t);
 	printf("fence pair: %s\n\n", kl_fence_asymmetric()
 	       ? "asymmetric (compiler barrier / membarrier PRIVATE_EXPEDITED)"
 	       : "symmetric fallback (full fence on both sides)");
