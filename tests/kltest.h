@@ -134,22 +134,28 @@ static inline void *klt_fence_sibling(void *arg)
 	return arg;
 }
 
-/* kl_fence_heavy()'s cost here in ns, measured once per process with one sibling thread
- * spinning (membarrier interrupts every CPU running one of our threads, so a lone thread
- * would measure only the syscall). ~1-5 us on 2 real CPUs; 0.1-1 s in a TCG guest with
- * 16-64 vCPUs, where each interrupt waits for the target vCPU to be emulated. */
+/* kl_fence_heavy()'s cost here in ns, measured once per process with a sibling thread
+ * spinning on every other online CPU (membarrier interrupts each CPU running one of our
+ * threads: the stress tests keep them all busy, a lone thread would measure only the
+ * syscall). ~1-5 us on 2 real CPUs; 5 ms to over a second in a TCG guest with 16-64
+ * vCPUs, where each interrupt waits for its target vCPU to be emulated. */
 static inline double klt_fence_heavy_ns(void)
 {
 	static double cost;
-	pthread_t sib;
+	pthread_t sib[KLT_MAX_THREADS];
+	long nsib = sysconf(_SC_NPROCESSORS_ONLN) - 1, started = 0;
 	int64_t t0;
 	long n = 0;
 
 	if (cost > 0)
 		return cost;
+	if (nsib < 1)
+		nsib = 1;
+	if (nsib > KLT_MAX_THREADS)
+		nsib = KLT_MAX_THREADS;
 	atomic_store(&klt_fence_sibling_stop, 0);
-	if (pthread_create(&sib, NULL, klt_fence_sibling, NULL) != 0)
-		return 1.0;
+	while (started < nsib && pthread_create(&sib[started], NULL, klt_fence_sibling, NULL) == 0)
+		started++;
 	t0 = klt_now_ns();
 	do {
 		kl_fence_heavy();
@@ -157,7 +163,8 @@ static inline double klt_fence_heavy_ns(void)
 	} while (n < KLT_FENCE_PROBES && klt_now_ns() - t0 < KLT_FENCE_PROBE_NS);
 	cost = (double)(klt_now_ns() - t0) / (double)n;
 	atomic_store(&klt_fence_sibling_stop, 1);
-	pthread_join(sib, NULL);
+	while (started > 0)
+		pthread_join(sib[--started], NULL);
 	return cost > 0 ? cost : 1.0;
 }
 
