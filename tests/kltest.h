@@ -39,18 +39,8 @@
 
 #define KLT_NSEC_PER_SEC 1000000000ll
 /* Most threads any test starts at once: enough for one more than the CPUs of a 255-vCPU
- * guest (the crowded-queue tests) and twice its CPUs (oversubscription). */
+ * guest (the crowded-queue tests). */
 #define KLT_MAX_THREADS 512
-
-/* Threads for an oversubscription test: at least twice the online CPUs, at least
- * @small_n (the few-CPU size), at most KLT_MAX_THREADS. */
-static inline int klt_oversubscribed(int small_n)
-{
-	long two_per_cpu = 2 * sysconf(_SC_NPROCESSORS_ONLN);
-	long n = two_per_cpu > small_n ? two_per_cpu : small_n;
-
-	return n < KLT_MAX_THREADS ? (int)n : KLT_MAX_THREADS;
-}
 
 static inline int64_t klt_now_ns(void)
 {

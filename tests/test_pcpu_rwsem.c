@@ -330,7 +330,7 @@ static void test_pcpu_rwsem_readers_hopping_cpus_keep_exclusion(void **state)
 static void test_pcpu_rwsem_survives_oversubscription(void **state)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int n = klt_oversubscribed((int)(cpus * 4 > 16 ? 16 : cpus * 4));
+	int n = (int)(cpus * 4 > 16 ? 16 : cpus * 4);
 
 	(void)state;
 	run_stress(n, 20, klt_fence_budgeted(klt_scaled(3000), (double)n / 20, FENCE_BUDGET_S,

@@ -301,7 +301,7 @@ static void test_rmlock_writer_excludes_readers_and_writers(void **state)
 static void test_rmlock_survives_oversubscription(void **state)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int n = klt_oversubscribed((int)(cpus * 4 > 16 ? 16 : cpus * 4));
+	int n = (int)(cpus * 4 > 16 ? 16 : cpus * 4);
 
 	(void)state;
 	run_stress(0, n, 20, stress_iters(3000, n, 20));
