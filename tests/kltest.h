@@ -39,8 +39,9 @@
 #endif
 
 #define KLT_NSEC_PER_SEC 1000000000ll
-/* Most threads any test starts at once. */
-#define KLT_MAX_THREADS 64
+/* Most threads any test starts at once: enough for one more than the CPUs of a 255-vCPU
+ * guest (the crowded-queue tests). */
+#define KLT_MAX_THREADS 512
 
 static inline int64_t klt_now_ns(void)
 {
@@ -94,6 +95,83 @@ static inline long klt_scaled(long n)
 
 	return v > 0 ? v : 1;
 }
+
+/* Watchdog seconds: @base_s times KLTEST_WATCHDOG_SCALE (env, default 1; never below 1).
+ * A runner that knows the machine is slow - scripts/vm-test's emulated vCPUs, tens of
+ * times slower than the 2 real CPUs these bases were chosen on - raises it; the
+ * tests' own sizes do not change with it (a deadlock still fails, only later). */
+static inline unsigned klt_watchdog_s(unsigned base_s)
+{
+	const char *s = getenv("KLTEST_WATCHDOG_SCALE");
+	double f = s != NULL ? atof(s) : 1.0;
+
+	return f > 1.0 ? (unsigned)((double)base_s * f) : base_s;
+}
+
+#if __has_include(<klock/fence.h>) && defined(KLOCK_ARCH)
+#include <klock/fence.h>
+
+/* Heavy fences timed per measurement (fewer if they are slow: KLT_FENCE_PROBE_NS). */
+#define KLT_FENCE_PROBES 16
+/* The measurement stops after this long (at 64 emulated vCPUs one fence takes ~1 s). */
+#define KLT_FENCE_PROBE_NS (200 * 1000000ll)
+
+static _Atomic int klt_fence_sibling_stop;
+
+static inline void *klt_fence_sibling(void *arg)
+{
+	while (!atomic_load_explicit(&klt_fence_sibling_stop, memory_order_relaxed))
+		;
+	return arg;
+}
+
+/* kl_fence_heavy()'s cost here in ns, measured once per process with a sibling thread
+ * spinning on every other online CPU (membarrier interrupts each CPU running one of our
+ * threads: the stress tests keep them all busy, a lone thread would measure only the
+ * syscall). ~1-5 us on 2 real CPUs; 5 ms to over a second in a TCG guest with 16-64
+ * vCPUs, where each interrupt waits for its target vCPU to be emulated. */
+static inline double klt_fence_heavy_ns(void)
+{
+	static double cost;
+	pthread_t sib[KLT_MAX_THREADS];
+	long nsib = sysconf(_SC_NPROCESSORS_ONLN) - 1, started = 0;
+	int64_t t0;
+	long n = 0;
+
+	if (cost > 0)
+		return cost;
+	if (nsib < 1)
+		nsib = 1;
+	if (nsib > KLT_MAX_THREADS)
+		nsib = KLT_MAX_THREADS;
+	atomic_store(&klt_fence_sibling_stop, 0);
+	while (started < nsib && pthread_create(&sib[started], NULL, klt_fence_sibling, NULL) == 0)
+		started++;
+	t0 = klt_now_ns();
+	do {
+		kl_fence_heavy();
+		n++;
+	} while (n < KLT_FENCE_PROBES && klt_now_ns() - t0 < KLT_FENCE_PROBE_NS);
+	cost = (double)(klt_now_ns() - t0) / (double)n;
+	atomic_store(&klt_fence_sibling_stop, 1);
+	while (started > 0)
+		pthread_join(sib[--started], NULL);
+	return cost > 0 ? cost : 1.0;
+}
+
+/* @n (an iteration count, already scaled) cut so that @fences_per_iter heavy fences per
+ * iteration take at most @budget_s seconds at the measured cost; never below @min_n.
+ * Tests with one writer-side membarrier per operation size themselves with it, so that
+ * they stay inside their watchdog where a membarrier costs a second. */
+static inline long klt_fence_budgeted(long n, double fences_per_iter, double budget_s, long min_n)
+{
+	double fit = budget_s * (double)KLT_NSEC_PER_SEC / (klt_fence_heavy_ns() * fences_per_iter);
+
+	if (fit < (double)n)
+		n = (long)fit;
+	return n > min_n ? n : min_n;
+}
+#endif
 
 /* False where a forked child of a threaded process cannot start threads of its own: the
  * cross builds' runner, qemu-user, aborts there (KLTEST_NO_FORK_THREADS=1, set by meson),

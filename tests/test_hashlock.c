@@ -29,7 +29,8 @@
 #define BUMPS 4
 /* lockn sets: up to this many keys (with duplicates). */
 #define SET_MAX 6
-/* How long the deadlock tests may take before they are declared deadlocked. */
+/* Seconds without any section completing before a contention test is declared
+ * deadlocked (progress restarts the clock; KLTEST_WATCHDOG_SCALE multiplies it). */
 #define DEADLOCK_SECS 60
 /* Chi-square: significance level 0.001, one-sided; z of the standard normal at 0.999. */
 #define CHI_Z_0999 3.090
@@ -269,8 +270,9 @@ struct worker {
 	uint64_t seed;
 	long violations;
 	long entered;            /* obj_enter() calls: each bumped BUMPS times */
-	long done;
+	_Atomic long done;       /* sections completed (the watchdog reads it) */
 	_Atomic bool *finished;
+	_Atomic bool *stop;      /* set by a failing run: leave the loop early */
 };
 
 static void one_section(struct worker *w)
@@ -328,17 +330,65 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 
-	for (long i = 0; i < w->iters; i++) {
+	for (long i = 0; i < w->iters && !atomic_load_explicit(w->stop, memory_order_relaxed);
+	     i++) {
 		if (w->op == OP_ONE)
 			one_section(w);
 		else if (w->op == OP_PAIR)
 			pair_section(w);
 		else
 			set_section(w);
-		w->done++;
+		atomic_store_explicit(&w->done, i + 1, memory_order_relaxed);
 	}
 	atomic_store(w->finished, true);
 	return NULL;
+}
+
+static long workers_done(struct worker *w)
+{
+	long sum = 0;
+
+	for (int i = 0; i < NTHREADS; i++)
+		sum += atomic_load_explicit(&w[i].done, memory_order_relaxed);
+	return sum;
+}
+
+static bool workers_finished(_Atomic bool *fin)
+{
+	for (int i = 0; i < NTHREADS; i++)
+		if (!atomic_load(&fin[i]))
+			return false;
+	return true;
+}
+
+/* Waits until every worker finished. A deadlock is no section completing anywhere for
+ * the stall time (progress restarts the clock: slow emulated CPUs are not a deadlock);
+ * then the workers are told to stop and joined, so none outlives this test's stack. Ones
+ * that cannot stop hold a stripe for ever: the process ends there (abort). */
+static bool workers_wait(struct worker *w, _Atomic bool *fin, _Atomic bool *stop)
+{
+	int64_t stall_ns = (int64_t)klt_watchdog_s(DEADLOCK_SECS) * KLT_NSEC_PER_SEC;
+	int64_t last = klt_now_ns();
+	long seen = -1;
+
+	while (!workers_finished(fin)) {
+		long now_done = workers_done(w);
+
+		if (now_done != seen) {
+			seen = now_done;
+			last = klt_now_ns();
+		} else if (klt_now_ns() - last > stall_ns) {
+			atomic_store(stop, true);
+			for (last = klt_now_ns(); !workers_finished(fin); klt_sleep_ms(1))
+				if (klt_now_ns() - last > stall_ns) {
+					fprintf(stderr, "deadlock: workers still stuck after a stop request\n");
+					abort();
+				}
+			return false;
+		}
+		klt_sleep_ms(1);
+	}
+	return true;
 }
 
 /* Runs NTHREADS workers of @op on a fresh table; fails on a lost update, an exclusion
@@ -347,10 +397,10 @@ static void run_workers(unsigned nstripes, unsigned flags, enum op op, long iter
 {
 	struct kl_hashlock h;
 	struct worker w[NTHREADS];
-	_Atomic bool fin[NTHREADS];
+	_Atomic bool fin[NTHREADS], stop = false;
 	pthread_t t[NTHREADS];
 	long entered = 0, viol = 0;
-	int64_t deadline = klt_now_ns() + DEADLOCK_SECS * KLT_NSEC_PER_SEC;
+	bool ok;
 
 	objs_reset();
 	assert_int_equal(kl_hashlock_init_flags(&h, nstripes, flags), 0);
@@ -358,19 +408,16 @@ static void run_workers(unsigned nstripes, unsigned flags, enum op op, long iter
 		atomic_init(&fin[i], false);
 		w[i] = (struct worker){ .h = &h, .op = op, .me = i + 1, .iters = iters,
 					.seed = 0x1234567ull * (uint64_t)(i + 1) | 1,
-					.finished = &fin[i] };
+					.finished = &fin[i], .stop = &stop };
 		assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
 	}
-	for (int i = 0; i < NTHREADS; i++) {
-		while (!atomic_load(&fin[i])) {
-			if (klt_now_ns() > deadline)
-				fail_msg("deadlock: thread %d stuck after %ld of %ld sections "
-					 "(op %d, %u stripes, flags %#x)", i, w[i].done, iters, op,
-					 nstripes, flags);
-			klt_sleep_ms(1);
-		}
+	ok = workers_wait(w, fin, &stop);
+	for (int i = 0; i < NTHREADS; i++)
 		assert_int_equal(pthread_join(t[i], NULL), 0);
-	}
+	if (!ok)
+		fail_msg("deadlock: no section completed for %u s, %ld of %ld done "
+			 "(op %d, %u stripes, flags %#x)", klt_watchdog_s(DEADLOCK_SECS),
+			 workers_done(w), (long)NTHREADS * iters, op, nstripes, flags);
 	for (int i = 0; i < NTHREADS; i++) {
 		viol += w[i].violations;
 		entered += w[i].entered;

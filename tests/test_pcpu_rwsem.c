@@ -16,6 +16,10 @@
 #include "park.h"
 
 #define WATCHDOG_S 60
+/* Seconds of writer grace periods (membarrier) one stress run may spend: sizes shrink
+ * to fit where a membarrier is slow (~1 s in a 64-vCPU emulated guest); fewest kept. */
+#define FENCE_BUDGET_S 5.0
+#define MIN_STRESS_ITERS 200
 /* Past every spin budget: a waiting writer really sleeps. */
 #define LONG_HOLD_MS 60
 /* Longer than the lazy window in which readers stay slow after a burst (100 us). */
@@ -24,7 +28,7 @@
 static int setup(void **state)
 {
 	(void)state;
-	alarm(WATCHDOG_S);
+	alarm(klt_watchdog_s(WATCHDOG_S));
 	return 0;
 }
 
@@ -309,8 +313,10 @@ static void run_stress(int nthreads, int write_one_in, long iters, bool migrate)
 static void test_pcpu_rwsem_writer_excludes_readers_and_writers(void **state)
 {
 	(void)state;
-	run_stress(3, 50, klt_scaled(20000), false); /* read-mostly */
-	run_stress(3, 2, klt_scaled(3000), false);   /* write-heavy */
+	run_stress(3, 50, klt_fence_budgeted(klt_scaled(20000), 3.0 / 50, FENCE_BUDGET_S,
+					     MIN_STRESS_ITERS), false);  /* read-mostly */
+	run_stress(3, 2, klt_fence_budgeted(klt_scaled(3000), 3.0 / 2, FENCE_BUDGET_S,
+					    MIN_STRESS_ITERS), false);   /* write-heavy */
 }
 
 /* Readers move between CPUs inside their sections (lock counted on one CPU's slot,
@@ -324,9 +330,11 @@ static void test_pcpu_rwsem_readers_hopping_cpus_keep_exclusion(void **state)
 static void test_pcpu_rwsem_survives_oversubscription(void **state)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = (int)(cpus * 4 > 16 ? 16 : cpus * 4);
 
 	(void)state;
-	run_stress((int)(cpus * 4 > 16 ? 16 : cpus * 4), 20, klt_scaled(3000), false);
+	run_stress(n, 20, klt_fence_budgeted(klt_scaled(3000), (double)n / 20, FENCE_BUDGET_S,
+					     MIN_STRESS_ITERS), false);
 }
 
 /* ---- writer waits for readers, is woken once by the last ------------------------------ */

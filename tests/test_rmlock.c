@@ -20,6 +20,10 @@
 /* Flag combinations every behaviour test runs with. */
 static const unsigned flag_sets[] = { 0, KL_RM_SLEEPABLE, KL_RM_RECURSE,
 				      KL_RM_SLEEPABLE | KL_RM_RECURSE };
+/* Seconds of writer membarriers one stress run may spend (sizes shrink to fit where a
+ * membarrier is slow: ~1 s in a 64-vCPU emulated guest) and the fewest iterations kept. */
+#define FENCE_BUDGET_S 5.0
+#define MIN_STRESS_ITERS 200
 /* A "long" hold: well past the spin budgets, so sleepers really sleep. */
 #define LONG_HOLD_MS 60
 /* Locks one thread holds at once in the nesting test (> KL_RM_SLOTS: overflow). */
@@ -28,7 +32,7 @@ static const unsigned flag_sets[] = { 0, KL_RM_SLEEPABLE, KL_RM_RECURSE,
 static int setup(void **state)
 {
 	(void)state;
-	alarm(WATCHDOG_S);
+	alarm(klt_watchdog_s(WATCHDOG_S));
 	return 0;
 }
 
@@ -276,12 +280,20 @@ static void run_stress(unsigned flags, int nthreads, int write_one_in, long iter
 	assert_int_equal(kl_rmlock_destroy(&s.lk), 0);
 }
 
+/* run_stress()'s iterations: @n scaled, then cut to FENCE_BUDGET_S of writer fences
+ * (@nthreads threads, one operation in @write_one_in a write). */
+static long stress_iters(long n, int nthreads, int write_one_in)
+{
+	return klt_fence_budgeted(klt_scaled(n), (double)nthreads / write_one_in, FENCE_BUDGET_S,
+				  MIN_STRESS_ITERS);
+}
+
 static void test_rmlock_writer_excludes_readers_and_writers(void **state)
 {
 	(void)state;
 	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
-		run_stress(flag_sets[f], 3, 50, klt_scaled(20000));  /* read-mostly */
-		run_stress(flag_sets[f], 3, 2, klt_scaled(3000));    /* write-heavy */
+		run_stress(flag_sets[f], 3, 50, stress_iters(20000, 3, 50));  /* read-mostly */
+		run_stress(flag_sets[f], 3, 2, stress_iters(3000, 3, 2));     /* write-heavy */
 	}
 }
 
@@ -292,8 +304,8 @@ static void test_rmlock_survives_oversubscription(void **state)
 	int n = (int)(cpus * 4 > 16 ? 16 : cpus * 4);
 
 	(void)state;
-	run_stress(0, n, 20, klt_scaled(3000));
-	run_stress(KL_RM_SLEEPABLE, n, 20, klt_scaled(3000));
+	run_stress(0, n, 20, stress_iters(3000, n, 20));
+	run_stress(KL_RM_SLEEPABLE, n, 20, stress_iters(3000, n, 20));
 }
 
 /* ---- the bias policy ------------------------------------------------------------------- */
@@ -751,7 +763,7 @@ static void test_rmlock_waiter_queueing_during_unlock_is_not_lost(void **state)
 {
 	static struct race r;
 	pthread_t t[3];
-	long writes = klt_scaled(3000);
+	long writes = klt_fence_budgeted(klt_scaled(3000), 1, FENCE_BUDGET_S, MIN_STRESS_ITERS);
 
 	(void)state;
 	memset(&r, 0, sizeof(r));
@@ -875,7 +887,8 @@ static void test_rmlock_thread_churn_during_writes(void **state)
 	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
 		static struct churn c;
 		pthread_t sp[2];
-		long writes = klt_scaled(2000);
+		long writes = klt_fence_budgeted(klt_scaled(2000), 1, FENCE_BUDGET_S,
+						 MIN_STRESS_ITERS);
 
 		memset(&c, 0, sizeof(c));
 		assert_int_equal(kl_rmlock_init(&c.lk, flag_sets[f]), 0);
