@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_rmlock.c - kl_rmlock: exclusion, sharing, writer preference, trylock,
- * recursion rules, many locks per thread (slot overflow), sleeping writers, FIFO
- * hand-off, thread churn, migration, oversubscription, thread exit and fork, misuse
- * reports (debug builds). Run also with KLOCK_NO_MEMBARRIER=1 / KLOCK_NO_RSEQ=1 and in
- * the -Darch=generic, -Dwait=parking and debug CI builds.
+ * tests/test_rmlock.c - what only kl_rmlock has: flags and the static initializer,
+ * destroy of a held lock, the bias policy (the unbiased B'/D' exclusion test, re-arming,
+ * the membarrier fallback), writer preference, recursion rules (KL_RM_RECURSE), many
+ * locks per thread (slot overflow), FIFO hand-off, parking racing unlock, thread exit and
+ * fork, misuse reports (debug builds). The contract every read-mostly lock keeps (sharing,
+ * trylock, exclusion under stress, writer waits for readers, churn, migration,
+ * oversubscription) runs for kl_rmlock with and without KL_RM_SLEEPABLE / KL_RM_RECURSE
+ * in tests/test_readmostly_contract.c. Run also with KLOCK_NO_MEMBARRIER=1 and in the
+ * -Darch=generic, -Dwait=parking and debug CI builds.
  */
 #include <sched.h>
 #include <signal.h>
@@ -24,8 +28,6 @@ static const unsigned flag_sets[] = { 0, KL_RM_SLEEPABLE, KL_RM_RECURSE,
  * membarrier is slow: ~1 s in a 64-vCPU emulated guest) and the fewest iterations kept. */
 #define FENCE_BUDGET_S 5.0
 #define MIN_STRESS_ITERS 200
-/* A "long" hold: well past the spin budgets, so sleepers really sleep. */
-#define LONG_HOLD_MS 60
 /* Locks one thread holds at once in the nesting test (> KL_RM_SLOTS: overflow). */
 #define MANY_LOCKS (KL_RM_SLOTS + 6)
 
@@ -106,34 +108,6 @@ static bool try_from_other_thread(struct kl_rmlock *lk, int op)
 	return p.ok;
 }
 
-static void test_rmlock_trylock_semantics(void **state)
-{
-	struct kl_rmlock lk;
-	struct kl_rm_tracker tr;
-
-	(void)state;
-	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
-		assert_int_equal(kl_rmlock_init(&lk, flag_sets[f]), 0);
-		/* free: both succeed */
-		assert_true(try_from_other_thread(&lk, 0));
-		assert_true(try_from_other_thread(&lk, 1));
-		/* read-held: readers share, writers fail */
-		assert_true(kl_rmlock_read_trylock(&lk, &tr));
-		assert_true(try_from_other_thread(&lk, 0));
-		assert_false(try_from_other_thread(&lk, 1));
-		kl_rmlock_read_unlock(&lk, &tr);
-		/* write-held: everyone fails */
-		assert_true(kl_rmlock_write_trylock(&lk));
-		assert_true(kl_rmlock_wowned(&lk));
-		assert_false(try_from_other_thread(&lk, 0));
-		assert_false(try_from_other_thread(&lk, 1));
-		kl_rmlock_write_unlock(&lk);
-		/* a failed write_trylock left nothing behind */
-		assert_true(try_from_other_thread(&lk, 1));
-		assert_int_equal(kl_rmlock_destroy(&lk), 0);
-	}
-}
-
 static void test_rmlock_destroy_refuses_a_held_lock(void **state)
 {
 	struct kl_rmlock lk;
@@ -150,162 +124,6 @@ static void test_rmlock_destroy_refuses_a_held_lock(void **state)
 	kl_rmlock_read_unlock(&lk, &tr);
 	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 	unsetenv("KLOCK_ON_ERROR");
-}
-
-/* ---- readers share --------------------------------------------------------------------- */
-
-#define SHARERS 4
-
-struct share {
-	struct kl_rmlock lk;
-	_Atomic int inside;
-	_Atomic int max_inside;
-	_Atomic bool all_met;
-};
-
-static void *sharer(void *arg)
-{
-	struct share *s = arg;
-	struct kl_rm_tracker tr;
-	int64_t end = klt_now_ns() + 5 * KLT_NSEC_PER_SEC;
-	int n;
-
-	kl_rmlock_read_lock(&s->lk, &tr);
-	n = atomic_fetch_add(&s->inside, 1) + 1;
-	while (n < SHARERS && klt_now_ns() < end) {
-		klt_sleep_ms(1);
-		n = atomic_load(&s->inside);
-	}
-	if (n >= SHARERS)
-		atomic_store(&s->all_met, true);
-	kl_rmlock_read_unlock(&s->lk, &tr);
-	return NULL;
-}
-
-/* All SHARERS readers are inside at the same moment: readers do not exclude each other. */
-static void test_rmlock_many_readers_share(void **state)
-{
-	(void)state;
-	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
-		struct share s = { 0 };
-
-		assert_int_equal(kl_rmlock_init(&s.lk, flag_sets[f]), 0);
-		pthread_t t[SHARERS];
-
-		for (int i = 0; i < SHARERS; i++)
-			assert_int_equal(pthread_create(&t[i], NULL, sharer, &s), 0);
-		for (int i = 0; i < SHARERS; i++)
-			pthread_join(t[i], NULL);
-		assert_true(atomic_load(&s.all_met));
-		assert_int_equal(kl_rmlock_destroy(&s.lk), 0);
-	}
-}
-
-/* ---- exclusion under stress ------------------------------------------------------------ */
-
-struct stress {
-	struct kl_rmlock lk;
-	volatile long a, b;      /* a == b outside write sections */
-	_Atomic long writes, reads, torn, overlap;
-	_Atomic int writers_in;
-	long iters;
-	int write_one_in;        /* 1 operation in N is a write */
-	bool nest;               /* readers sometimes nest a second read hold (RECURSE) */
-};
-
-static void stress_write(struct stress *s)
-{
-	kl_rmlock_write_lock(&s->lk);
-	if (atomic_fetch_add(&s->writers_in, 1) != 0)
-		atomic_fetch_add(&s->overlap, 1);
-	s->a++;
-	for (volatile int k = 0; k < 20; k++)
-		;
-	s->b++;
-	atomic_fetch_sub(&s->writers_in, 1);
-	kl_rmlock_write_unlock(&s->lk);
-	atomic_fetch_add(&s->writes, 1);
-}
-
-static void stress_read(struct stress *s, unsigned r)
-{
-	struct kl_rm_tracker tr, tr2;
-
-	kl_rmlock_read_lock(&s->lk, &tr);
-	if (s->nest && (r & 4))
-		kl_rmlock_read_lock(&s->lk, &tr2);
-	if (s->a != s->b || atomic_load(&s->writers_in) != 0)
-		atomic_fetch_add(&s->torn, 1);
-	if (s->nest && (r & 4))
-		kl_rmlock_read_unlock(&s->lk, &tr2);
-	kl_rmlock_read_unlock(&s->lk, &tr);
-	atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
-}
-
-static void *stress_thread(void *arg)
-{
-	struct stress *s = arg;
-	unsigned r = (unsigned)(uintptr_t)pthread_self();
-
-	for (long i = 0; i < s->iters; i++) {
-		r = r * 1103515245u + 12345u;
-		if ((r >> 8) % (unsigned)s->write_one_in == 0)
-			stress_write(s);
-		else
-			stress_read(s, r);
-	}
-	return NULL;
-}
-
-static void run_stress(unsigned flags, int nthreads, int write_one_in, long iters)
-{
-	static struct stress s;
-
-	memset(&s, 0, sizeof(s));
-	assert_int_equal(kl_rmlock_init(&s.lk, flags), 0);
-	s.iters = iters;
-	s.write_one_in = write_one_in;
-	s.nest = flags & KL_RM_RECURSE;
-	pthread_t t[KLT_MAX_THREADS];
-
-	for (int i = 0; i < nthreads; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, stress_thread, &s), 0);
-	for (int i = 0; i < nthreads; i++)
-		pthread_join(t[i], NULL);
-	assert_int_equal(atomic_load(&s.torn), 0);
-	assert_int_equal(atomic_load(&s.overlap), 0);
-	assert_int_equal(s.a, atomic_load(&s.writes));
-	assert_int_equal(s.b, s.a);
-	assert_int_equal(atomic_load(&s.writes) + atomic_load(&s.reads), (long)nthreads * iters);
-	assert_int_equal(kl_rmlock_destroy(&s.lk), 0);
-}
-
-/* run_stress()'s iterations: @n scaled, then cut to FENCE_BUDGET_S of writer fences
- * (@nthreads threads, one operation in @write_one_in a write). */
-static long stress_iters(long n, int nthreads, int write_one_in)
-{
-	return klt_fence_budgeted(klt_scaled(n), (double)nthreads / write_one_in, FENCE_BUDGET_S,
-				  MIN_STRESS_ITERS);
-}
-
-static void test_rmlock_writer_excludes_readers_and_writers(void **state)
-{
-	(void)state;
-	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
-		run_stress(flag_sets[f], 3, 50, stress_iters(20000, 3, 50));  /* read-mostly */
-		run_stress(flag_sets[f], 3, 2, stress_iters(3000, 3, 2));     /* write-heavy */
-	}
-}
-
-/* More threads than CPUs: preempted readers and writers must not stall anyone for long. */
-static void test_rmlock_survives_oversubscription(void **state)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int n = (int)(cpus * 4 > 16 ? 16 : cpus * 4);
-
-	(void)state;
-	run_stress(0, n, 20, stress_iters(3000, n, 20));
-	run_stress(KL_RM_SLEEPABLE, n, 20, stress_iters(3000, n, 20));
 }
 
 /* ---- the bias policy ------------------------------------------------------------------- */
@@ -534,7 +352,7 @@ static void test_rmlock_without_membarrier_stays_unbiased(void **state)
 	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 }
 
-/* ---- writer waits for readers, new readers wait for a waiting writer --------------------- */
+/* ---- new readers wait for a waiting writer ---------------------------------------------- */
 
 struct wctx {
 	struct kl_rmlock *lk;
@@ -574,30 +392,6 @@ static void wait_state(_Atomic int *st, int v)
 	while (atomic_load(st) < v) {
 		assert_true(klt_now_ns() < end);
 		klt_sleep_ms(1);
-	}
-}
-
-/* A reader holds the lock longer than every spin budget: the writer (spinning or
- * sleeping) must not get in until the reader leaves, and must get in right after. */
-static void test_rmlock_writer_waits_for_readers(void **state)
-{
-	(void)state;
-	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
-		struct kl_rmlock lk;
-		struct kl_rm_tracker tr;
-		struct wctx w = { .lk = &lk };
-		pthread_t t;
-
-		assert_int_equal(kl_rmlock_init(&lk, flag_sets[f]), 0);
-		kl_rmlock_read_lock(&lk, &tr);
-		assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
-		wait_state(&w.state, 1);
-		klt_sleep_ms(LONG_HOLD_MS);
-		assert_int_equal(atomic_load(&w.state), 1);
-		kl_rmlock_read_unlock(&lk, &tr);
-		pthread_join(t, NULL);
-		assert_int_equal(atomic_load(&w.state), 3);
-		assert_int_equal(kl_rmlock_destroy(&lk), 0);
 	}
 }
 
@@ -843,72 +637,6 @@ static void test_rmlock_sleepers_are_admitted_in_fifo_order(void **state)
 	assert_int_equal(kl_rmlock_destroy(&f.lk), 0);
 }
 
-/* ---- threads coming and going ------------------------------------------------------------ */
-
-struct churn {
-	struct kl_rmlock lk;
-	volatile long a, b;
-	_Atomic long torn;
-	_Atomic int stop;
-};
-
-static void *churn_child(void *arg)
-{
-	struct churn *c = arg;
-	struct kl_rm_tracker tr;
-
-	for (int i = 0; i < 50; i++) {
-		kl_rmlock_read_lock(&c->lk, &tr);
-		if (c->a != c->b)
-			atomic_fetch_add(&c->torn, 1);
-		kl_rmlock_read_unlock(&c->lk, &tr);
-	}
-	return NULL;
-}
-
-static void *churn_spawner(void *arg)
-{
-	struct churn *c = arg;
-
-	while (!atomic_load(&c->stop)) {
-		pthread_t t;
-
-		if (pthread_create(&t, NULL, churn_child, c) == 0)
-			pthread_join(t, NULL);
-	}
-	return NULL;
-}
-
-/* Writers run while reader threads are created and exit: every write still excludes
- * every read, and no writer waits for a thread that is gone. */
-static void test_rmlock_thread_churn_during_writes(void **state)
-{
-	(void)state;
-	for (size_t f = 0; f < KL_ARRAY_SIZE(flag_sets); f++) {
-		static struct churn c;
-		pthread_t sp[2];
-		long writes = klt_fence_budgeted(klt_scaled(2000), 1, FENCE_BUDGET_S,
-						 MIN_STRESS_ITERS);
-
-		memset(&c, 0, sizeof(c));
-		assert_int_equal(kl_rmlock_init(&c.lk, flag_sets[f]), 0);
-		for (int i = 0; i < 2; i++)
-			assert_int_equal(pthread_create(&sp[i], NULL, churn_spawner, &c), 0);
-		for (long i = 0; i < writes; i++) {
-			kl_rmlock_write_lock(&c.lk);
-			c.a++;
-			c.b++;
-			kl_rmlock_write_unlock(&c.lk);
-		}
-		atomic_store(&c.stop, 1);
-		for (int i = 0; i < 2; i++)
-			pthread_join(sp[i], NULL);
-		assert_int_equal(atomic_load(&c.torn), 0);
-		assert_int_equal(c.a, writes);
-		assert_int_equal(kl_rmlock_destroy(&c.lk), 0);
-	}
-}
-
 /* A thread that exits holding a read lock has the hold dropped (debug builds report it):
  * writers do not wait for a dead thread. */
 static void *exit_holding(void *arg)
@@ -934,47 +662,6 @@ static void test_rmlock_thread_exit_drops_its_read_holds(void **state)
 	assert_int_equal(kli_report_count() - before, KLOCK_DEBUG_LOCKS ? 1 : 0);
 	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 	unsetenv("KLOCK_ON_ERROR");
-}
-
-/* ---- migration ----------------------------------------------------------------------- */
-
-static bool pin_to(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) == 0;
-}
-
-/* A reader that moves to another CPU inside its read section is still a reader. */
-static void test_rmlock_reader_migrated_inside_section_is_still_counted(void **state)
-{
-	cpu_set_t orig;
-	struct kl_rmlock lk;
-	struct kl_rm_tracker tr;
-	struct wctx w = { .lk = &lk };
-	pthread_t t;
-
-	(void)state;
-	sched_getaffinity(0, sizeof(orig), &orig);
-	if (CPU_COUNT(&orig) < 2 || !pin_to(0)) {
-		skip();
-		return;
-	}
-	assert_int_equal(kl_rmlock_init(&lk, KL_RM_SLEEPABLE), 0);
-	kl_rmlock_read_lock(&lk, &tr);
-	assert_true(pin_to(1));
-	assert_int_equal(sched_getcpu(), 1);
-	assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
-	wait_state(&w.state, 1);
-	klt_sleep_ms(20);
-	assert_int_equal(atomic_load(&w.state), 1);
-	kl_rmlock_read_unlock(&lk, &tr);
-	pthread_join(t, NULL);
-	assert_int_equal(atomic_load(&w.state), 3);
-	sched_setaffinity(0, sizeof(orig), &orig);
-	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 }
 
 /* ---- fork -------------------------------------------------------------------------------- */
@@ -1097,23 +784,16 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_rmlock_init_rejects_unknown_flags),
 		T(test_rmlock_static_initializer_works),
-		T(test_rmlock_trylock_semantics),
 		T(test_rmlock_destroy_refuses_a_held_lock),
-		T(test_rmlock_many_readers_share),
-		T(test_rmlock_writer_excludes_readers_and_writers),
 		T(test_rmlock_waiter_queueing_during_unlock_is_not_lost),
-		T(test_rmlock_survives_oversubscription),
 		T(test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier),
 		T(test_rmlock_bias_returns_after_writes_stop),
 		T(test_rmlock_without_membarrier_stays_unbiased),
-		T(test_rmlock_writer_waits_for_readers),
 		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),
 		T(test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag),
 		T(test_rmlock_many_locks_held_at_once_out_of_order),
 		T(test_rmlock_sleepers_are_admitted_in_fifo_order),
-		T(test_rmlock_thread_churn_during_writes),
 		T(test_rmlock_thread_exit_drops_its_read_holds),
-		T(test_rmlock_reader_migrated_inside_section_is_still_counted),
 		T(test_rmlock_fork_child_can_write_lock),
 #if KLOCK_DEBUG_LOCKS
 		T(test_rmlock_debug_build_reports_misuse),
