@@ -81,6 +81,7 @@ struct run_ctx {
 	bool done;             /* status is the command's */
 	int ctl_r, ctl_w;      /* the control pipe: the command inherits ctl_r */
 	off_t window_end;      /* -d: records up to here count; 0: all */
+	off_t snap_end;        /* end of the command's snapshot record in records; 0: none */
 	char records[PATH_MAX];
 };
 
@@ -277,21 +278,23 @@ static void path_join(char *buf, size_t len, const char *a, const char *b)
 }
 
 /* Whether the record file holds a record of process @pid (its snapshot arrived). */
-static bool has_record(const char *path, long pid)
+/* The offset just past @pid's first complete record in @path, or 0 if it has none. */
+static off_t record_end(const char *path, long pid)
 {
 	char *all = slurp(path), *p = all, *nl;
 	unsigned long long len;
-	bool found = false;
+	off_t end = 0;
 	long who;
 
-	while (p != NULL && !found && (nl = strchr(p, '\n')) != NULL &&
+	while (p != NULL && end == 0 && (nl = strchr(p, '\n')) != NULL &&
 	       sscanf(p, "klock-lockstat pid=%ld bytes=%llu", &who, &len) == 2 &&
 	       len <= strlen(nl + 1)) {
-		found = who == pid;
 		p = nl + 1 + len;
+		if (who == pid)
+			end = (off_t)(p - all);
 	}
 	free(all);
-	return found;
+	return end;
 }
 
 /*
@@ -310,7 +313,8 @@ static void take_snapshot(struct run_ctx *c)
 		return;
 	close(c->ctl_w);
 	c->ctl_w = -1;
-	for (unsigned ms = 0; ms < SNAPSHOT_WAIT_MS && !has_record(c->records, c->pid);
+	for (unsigned ms = 0; ms < SNAPSHOT_WAIT_MS &&
+			      (c->snap_end = record_end(c->records, c->pid)) == 0;
 	     ms += SNAPSHOT_POLL_MS) {
 		if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
 			c->status = status;
@@ -328,14 +332,18 @@ static void forward_stop(struct run_ctx *c, int sig, bool tty)
 		kill(c->pid, sig);
 }
 
-/* -d: the window closes - the snapshot records written now are the report; later
- * records (exit reports) are left out. */
+/* -d: the window closes - the records up to the command's snapshot are the report;
+ * later records (its exit report, written as soon as it saw the snapshot land) are
+ * left out. A command that exited before the window closed: everything it wrote. */
 static void close_window(struct run_ctx *c)
 {
 	struct stat st;
 
 	take_snapshot(c);
-	c->window_end = stat(c->records, &st) == 0 && st.st_size > 0 ? st.st_size : 1;
+	if (c->snap_end > 0)
+		c->window_end = c->snap_end;
+	else
+		c->window_end = stat(c->records, &st) == 0 && st.st_size > 0 ? st.st_size : 1;
 }
 
 /* Arms the -d timer (SIGALRM, no SA_RESTART: waitpid returns EINTR). */
