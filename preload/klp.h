@@ -125,7 +125,7 @@ struct klp_rwlock {
 	} u;
 	_Atomic uint64_t tag;           /* [40,48): over __pad2, which glibc never writes */
 	_Atomic uint32_t kind;          /* [48,52): glibc's __flags, kept meaning the same */
-	_Atomic uint32_t writer;        /* [52,56) kl_pcpu_rwsem: the writer's record index + 1 */
+	_Atomic uint32_t writer;        /* [52,56) kl_pcpu_rwsem: its writer's owner id, 32 bits */
 };
 
 #define KLP_MUTEX_KIND_OFF offsetof(pthread_mutex_t, __data.__kind)

@@ -26,7 +26,7 @@
  *   pthread_rwlock_t  [0,40) kl_rwlock or kl_pcpu_rwsem (KLOCK_RWLOCK=pcpu_rwsem: its
  *                     per-CPU counters are a heap block it points to); [40,48) the tag,
  *                     over __pad2 (glibc never writes it); [48,52) glibc's __flags (the
- *                     rwlock kind), kept; [52,56) kl_pcpu_rwsem's writer (record index);
+ *                     rwlock kind), kept; [52,56) kl_pcpu_rwsem's writer (owner id);
  *                     kl_rwlock kinds: blocked realtime writers (preload/rwlock.c).
  *   pthread_spinlock_t  the int itself: a 15/16-bit ticket lock with a marker bit.
  * The fast path checks the tag against one constant (default implementation, default

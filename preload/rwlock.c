@@ -168,19 +168,29 @@ static inline bool rw_pcpu(uint64_t t)
 	return KLP_TAG_IMPL(t) == KLP_R_PCPU;
 }
 
-/* kl_pcpu_rwsem does not name its writer to others: the preload keeps the writer's
- * record index + 1 in the spare word (written by the writer only). */
+/* kl_pcpu_rwsem does not name its writer to others: the preload keeps the writer's owner
+ * id (locks/thread.h: one per thread lifetime, never its recycled record) in the 32-bit
+ * spare word, written by the writer only, as 1 + (id / KLI_OWNER_STEP - 1) mod (2^32 - 1):
+ * 0 stays "no writer". So a thread that reuses the record of a thread that exited
+ * write-holding the lock is not its writer. Limit: the compressed ids repeat every
+ * 2^32 - 1 thread lifetimes; a thread whose id is that many lifetimes after an exited
+ * writer's would pass for it. */
+static inline uint32_t rw_id(kli_owner_t o)
+{
+	return 1u + (uint32_t)((o / KLI_OWNER_STEP - 1u) % UINT32_MAX);
+}
+
 static inline uint32_t rw_me(void)
 {
-	return kli_self()->index + 1;
+	return rw_id(kli_owner());
 }
 
 static bool rw_wowned(struct klp_rwlock *rw, uint64_t t)
 {
 	if (!rw_pcpu(t))
 		return kl_rwlock_wowned(&rw->u.rw);
-	return kli_tls_self != NULL &&
-	       atomic_load_explicit(&rw->writer, memory_order_relaxed) == rw_me();
+	return kli_tls_owner != 0 &&
+	       atomic_load_explicit(&rw->writer, memory_order_relaxed) == rw_id(kli_tls_owner);
 }
 
 static bool rw_tryrd(struct klp_rwlock *rw, uint64_t t)

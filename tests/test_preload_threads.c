@@ -3,14 +3,14 @@
  * tests/test_preload_threads.c - pthread mutexes across thread lifetimes and without
  * memory (issue 13 items 4 and 5), as glibc answers them.
  *
- * A thread that exits holding an ERRORCHECK or RECURSIVE mutex leaves it locked, and no
- * later thread is its owner: glibc names owners by thread id; klock by an owner id that
+ * A thread that exits holding an ERRORCHECK or RECURSIVE mutex, or write-holding an
+ * rwlock, leaves it locked, and no later thread is its owner: glibc names owners by thread id; klock by an owner id that
  * no later thread gets, even one that reuses the exited thread's klock record. And a
  * thread's first lock call must not abort when the address space is exhausted (POSIX
  * gives pthread_mutex_lock no ENOMEM; glibc allocates nothing).
  *
  * Run without the preload (the expectations are glibc's) and under it with every
- * KLOCK_MUTEX selection.
+ * KLOCK_MUTEX selection and KLOCK_RWLOCK=pcpu_rwsem.
  */
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -160,12 +160,70 @@ static void test_recursive_mutex_of_an_exited_thread_is_nobodys(void **state)
 	exited_owner_check(PTHREAD_MUTEX_RECURSIVE);
 }
 
+struct exited_writer {
+	pthread_rwlock_t *rw;
+	int tryrd, trywr, timedrd, timedwr;
+};
+
+static void *wrlock_and_exit(void *arg)
+{
+	struct exited_writer *x = arg;
+
+	assert_int_equal(pthread_rwlock_wrlock(x->rw), 0);
+	return NULL; /* exits write-holding it */
+}
+
+/* On a later thread (under the preload: on the exited thread's recycled record). The
+ * writer's own calls answer EDEADLK (timed ones included); anyone else's wait. No
+ * unlock: a non-owner's unlock of a write-held rwlock is undefined, and glibc takes it
+ * for a read unlock and returns 0. */
+static void *wprobe(void *arg)
+{
+	struct exited_writer *x = arg;
+	pthread_mutex_t own = PTHREAD_MUTEX_INITIALIZER;
+	struct timespec d;
+
+	pthread_mutex_lock(&own); /* under the preload this thread now has its record */
+	pthread_mutex_unlock(&own);
+	clock_gettime(CLOCK_REALTIME, &d);
+	d.tv_nsec += TIMEOUT_MS * 1000000l;
+	if (d.tv_nsec >= 1000000000l) {
+		d.tv_sec++;
+		d.tv_nsec -= 1000000000l;
+	}
+	x->tryrd = pthread_rwlock_tryrdlock(x->rw);
+	x->trywr = pthread_rwlock_trywrlock(x->rw);
+	x->timedrd = pthread_rwlock_timedrdlock(x->rw, &d);
+	x->timedwr = pthread_rwlock_timedwrlock(x->rw, &d);
+	return NULL;
+}
+
+/* Also run with KLOCK_RWLOCK=pcpu_rwsem, whose writer the interposer names itself. */
+static void test_rwlock_write_held_by_an_exited_thread_is_nobodys(void **state)
+{
+	pthread_rwlock_t rw;
+	struct exited_writer x = { .rw = &rw };
+	pthread_t t;
+
+	assert_int_equal(pthread_rwlock_init(&rw, NULL), 0);
+	assert_int_equal(pthread_create(&t, NULL, wrlock_and_exit, &x), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(pthread_create(&t, NULL, wprobe, &x), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(x.tryrd, EBUSY);
+	assert_int_equal(x.trywr, EBUSY);
+	assert_int_equal(x.timedrd, ETIMEDOUT);
+	assert_int_equal(x.timedwr, ETIMEDOUT);
+	assert_int_equal(pthread_rwlock_trywrlock(&rw), EBUSY); /* still write-held */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mutex_first_lock_succeeds_with_address_space_exhausted),
 		cmocka_unit_test(test_errorcheck_mutex_of_an_exited_thread_is_nobodys),
 		cmocka_unit_test(test_recursive_mutex_of_an_exited_thread_is_nobodys),
+		cmocka_unit_test(test_rwlock_write_held_by_an_exited_thread_is_nobodys),
 	};
 
 	(void)pt_preloaded();

@@ -3,8 +3,8 @@
  * klock/mutex.h - the adaptive mutex: spin while it pays, then sleep; fair in the end.
  *
  * The Linux/FreeBSD/NetBSD kernel mutex brought to userspace: one word holds the owner
- * (the calling thread's owner id, which names that thread's lifetime) and a few flag bits; an uncontended lock is one
- * compare-and-swap and an uncontended unlock another. A contended locker first spins
+ * (the thread's owner id, which names that thread's lifetime) and a few flag bits; an
+ * uncontended lock is one compare-and-swap and an uncontended unlock another. A contended locker first spins
  * (only one thread at a time polls the word; the others queue behind it, each spinning
  * on its own cache line), for a time budget that follows how long recent waits took,
  * then sleeps in klock's parking lot. Unlock wakes one sleeper, and only when someone

@@ -2,7 +2,7 @@
 /*
  * klock/rwlock.h - the adaptive reader-writer lock (OpenBSD 2025 / FreeBSD rw design).
  *
- * One word holds either the number of readers or the writing thread plus a flag; an
+ * One word holds either the number of readers or the writer's owner id plus a flag; an
  * uncontended read or write lock is one compare-and-swap. Contended lockers spin for a
  * time budget learnt from recent waits, then sleep. Sleepers are COUNTED in separate
  * words (the OpenBSD 2024 rework): an unlock wakes one writer, or all readers, and only
@@ -21,6 +21,14 @@
  * waiting writer (the read-recursion trap of every writer-preferring rwlock), and one that
  * read- or write-locks while holding the write side is reported. Not process-shared, not
  * async-signal-safe. A kl_rwlock fits in a pthread_rwlock_t (tested).
+ *
+ * Threads: the writer is named by its owner id, which names one thread lifetime (never
+ * its recycled klock thread record), so a kl_rwlock left write-held by a thread that
+ * exited stays write-held and no later thread is its writer: kl_rwlock_wowned() is
+ * false, trylocks fail, timed locks time out, a write unlock is reported as by a
+ * non-owner, and destroy answers EBUSY. Memory: a thread's first lock call may need a
+ * klock thread record; out of memory and of the static reserve it aborts, as described
+ * in <klock/mutex.h>.
  *
  * Misuse detected in every build (at no fast-path cost) and reported, naming the lock and
  * the caller (KLOCK_ON_ERROR=warn|abort): write relock, read lock by the writer, write
@@ -41,7 +49,7 @@ KL_BEGIN_DECLS
 
 /* Fields are private to the library (layout in locks/rwlock.c's theory block). */
 struct kl_rwlock {
-	KL_ATOMIC(uintptr_t) word;   /* readers << 7, or writer record | WRLOCK; + flags */
+	KL_ATOMIC(uintptr_t) word;   /* readers << 7, or writer owner id | WRLOCK; + flags */
 	KL_ATOMIC(uint32_t) wwait;   /* writers asleep (or about to be) */
 	KL_ATOMIC(uint32_t) wseq;    /* futex word writers sleep on */
 	KL_ATOMIC(uint64_t) rwait;   /* readers asleep (low half) | read locks granted to
