@@ -128,12 +128,8 @@ void scn_crossover(struct scn_ctx *x)
 	unsigned t;
 
 	scn_sweep_init(x, &s);
-	if (x->cli->set_locks) {
-		memcpy(s.locks, x->cli->sweep.locks, sizeof(s.locks));
-		s.nlocks = x->cli->sweep.nlocks;
-	} else {
+	if (!scn_user_locks(x, &s))
 		kb_parse_locks("rw", s.locks, KB_MAX_LOCKS, &s.nlocks);
-	}
 	if (x->cli->set_write) {
 		memcpy(s.write, x->cli->sweep.write, sizeof(s.write));
 		s.nwrite = x->cli->sweep.nwrite;

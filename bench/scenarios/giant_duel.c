@@ -84,14 +84,7 @@ void scn_giant_duel(struct scn_ctx *x)
 	struct kb_results rs = { 0 };
 
 	scn_sweep_init(x, &s);
-	if (x->cli->set_locks) {
-		memcpy(s.locks, x->cli->sweep.locks, sizeof(s.locks));
-		s.nlocks = x->cli->sweep.nlocks;
-	} else {
-		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-			scn_add_if_built(&s, names[i]);
-		scn_note_missing(x, names, sizeof(names) / sizeof(names[0]));
-	}
+	scn_pick_locks(x, &s, names, sizeof(names) / sizeof(names[0]));
 	s.threads[0] = 2;
 	s.write[0] = 100;
 	s.cs[0] = 1;

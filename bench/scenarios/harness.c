@@ -120,6 +120,26 @@ void scn_note_missing(struct scn_ctx *x, const char *const *names, size_t n)
 		scn_say(x, "\n");
 }
 
+/* The locks the user gave with -l (true), else leaves the sweep's as they are (false). */
+bool scn_user_locks(struct scn_ctx *x, struct kb_sweep *s)
+{
+	if (!x->cli->set_locks)
+		return false;
+	memcpy(s->locks, x->cli->sweep.locks, sizeof(s->locks));
+	s->nlocks = x->cli->sweep.nlocks;
+	return true;
+}
+
+/* The locks the user gave with -l, else those of `names` built in (a note names the rest). */
+void scn_pick_locks(struct scn_ctx *x, struct kb_sweep *s, const char *const *names, size_t n)
+{
+	if (scn_user_locks(x, s))
+		return;
+	for (size_t i = 0; i < n; i++)
+		scn_add_if_built(s, names[i]);
+	scn_note_missing(x, names, n);
+}
+
 /* ---- sweeps ---------------------------------------------------------------------------- */
 
 /* Defaults, then what the user set on the command line that a scenario may take. */

@@ -22,10 +22,7 @@ void scn_rwsem_table(struct scn_ctx *x)
 	struct kb_results rs = { 0 };
 
 	scn_sweep_init(x, &s);
-	if (x->cli->set_locks) {
-		memcpy(s.locks, x->cli->sweep.locks, sizeof(s.locks));
-		s.nlocks = x->cli->sweep.nlocks;
-	} else {
+	if (!scn_user_locks(x, &s)) {
 		scn_note_missing(x, names, 3);
 		kb_parse_locks("rwlock", s.locks, KB_MAX_LOCKS, &s.nlocks);
 	}

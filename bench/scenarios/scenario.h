@@ -89,6 +89,11 @@ void scn_add_if_built(struct kb_sweep *s, const char *name);
 /* One "note: not built in (rows missing)" line naming those of `names` not built in. */
 void scn_note_missing(struct scn_ctx *x, const char *const *names, size_t n);
 
+/* The locks the user gave with -l (true), else leaves the sweep's as they are (false). */
+bool scn_user_locks(struct scn_ctx *x, struct kb_sweep *s);
+/* The locks the user gave with -l, else those of `names` built in (a note names the rest). */
+void scn_pick_locks(struct scn_ctx *x, struct kb_sweep *s, const char *const *names, size_t n);
+
 /* ---- sweeps and results ---------------------------------------------------------------- */
 
 /* Defaults, then what the user set on the command line that a scenario may take. */
