@@ -7,7 +7,7 @@
  * and lose once a writer's rendezvous (membarrier, a scan of every reader slot, a grace
  * period) comes too often. The pivot table, the bias policy's revocations/s and % of the
  * time unbiased (the why), the crossover against the classic rwlock (kl_rwlock, else
- * pthread_rwlock) and issue 4's 0-1% floors.
+ * pthread_rwlock, else the first classic rwlock of the set) and issue 4's 0-1% floors.
  */
 #include <math.h>
 #include <string.h>
