@@ -3,7 +3,7 @@
  * bench/klbench.h - klbench's internals: one harness (engine.c) that runs one
  * configuration through an adapter from bench/lockops, sweeps that interleave
  * configurations across repeats (sweep.c), the outputs (report.c, plot.c), the latency
- * mode (latency.c), the scenarios and the tour (scenario.c), and the system glue
+ * mode (latency.c), the scenarios and the tour (scenarios/), and the system glue
  * (sys.c: clocks, helper thread, hwloc placement, machine description).
  *
  * The workload (docs/klbench.md has the user's view). Shared data is an array of
@@ -185,7 +185,7 @@ double kb_pair_inline_ns(const struct lockops *ops, bool read, uint64_t iters);
 double kb_writer_cost(const struct lockops *ops, const struct lockops *host,
 		      unsigned readers, unsigned samples, double gap_s, double *burst_ns);
 
-/* scenario.c */
+/* scenarios/catalogue.c and scenarios/tour.c (scenarios/scenario.h has the rest) */
 int kb_scenario_main(int argc, char **argv);
 int kb_tour_main(int argc, char **argv);
 

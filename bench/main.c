@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench/main.c - klbench, the contention lab: command dispatch, the shared options, and
- * the `run`, `list` commands. `klbench` alone runs the tour (scenario.c).
+ * the `run`, `list` commands. `klbench` alone runs the tour (scenarios/tour.c).
  */
 #include <getopt.h>
 #include <math.h>

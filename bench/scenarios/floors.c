@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * bench/scenarios/floors.c - `klbench scenario floors`: every performance floor the lock
+ * issues set, measured in one run against its baseline, with the ratio and whether it
+ * is met; a floor whose lock is not built in says n/a. What it teaches: whether the
+ * designs deliver what their issues promised, side by side on one machine (read the
+ * figures of a shared or small machine as indications: rerun with more -r before quoting
+ * one). This file holds the driver and what the themes share (the verdict line, medians,
+ * uncontended pairs, the small sweeps); the floors themselves, grouped by issue, live in
+ * floors_core.c (issues 3 and 4), floors_hash.c (5), floors_bias.c (14) and
+ * floors_peers.c (16).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "floors.h"
+#include "ministat.h"
+
+/* One floor's verdict line. `value` NAN: a lock it needs is not built in. */
+void scn_floor_line(struct scn_ctx *x, const char *issue, const char *what, double value,
+		       bool ok, const char *unit)
+{
+	if (isnan(value))
+		scn_say(x, "  [%s] %-64s %10s  n/a (lock not built in)\n", issue, what, "-");
+	else
+		scn_say(x, "  [%s] %-64s %9.2f%-1s  %s\n", issue, what, value, unit, scn_met(ok));
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double scn_median_d(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(double), cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+const struct lockops *scn_lk(const char *name)
+{
+	return lockops_find(name);
+}
+
+/* Median ns per uncontended pair of each lock, run by the adapter's own loop (the calls
+ * inlined as an application compiles them), or through the ops table where an adapter
+ * has no loop (`via_table` set). */
+void scn_pairs(const struct lockops *const *locks, const bool *read, unsigned n,
+		  unsigned reps, double *out, bool *via_table)
+{
+	double v[KB_MAX_AXIS][SCN_REPEATS * 4];
+
+	for (unsigned i = 0; i < n; i++)
+		via_table[i] = locks[i] != NULL &&
+			       (read[i] ? locks[i]->read_pair_loop : locks[i]->write_pair_loop) == NULL;
+	for (unsigned r = 0; r < reps; r++)
+		for (unsigned i = 0; i < n; i++)
+			v[i][r] = locks[i] == NULL ? NAN
+				  : via_table[i] ? kb_pair_ns(locks[i], read[i], 1u << 20)
+						 : kb_pair_inline_ns(locks[i], read[i], 1u << 20);
+	for (unsigned i = 0; i < n; i++) {
+		struct ms_set set;
+
+		out[i] = NAN;
+		if (locks[i] == NULL)
+			continue;
+		ms_set_init(&set, "");
+		for (unsigned r = 0; r < reps; r++)
+			ms_set_add(&set, v[i][r]);
+		ms_set_finish(&set);
+		out[i] = set.v[set.n / 2];
+		ms_set_free(&set);
+	}
+}
+
+/* A small sweep for one floor; `names` NULL-terminated; only built locks run. */
+void scn_mini(struct scn_ctx *x, struct kb_results *rs, const char *const *names,
+		 const unsigned *threads, unsigned nt, double write, unsigned reps, double share)
+{
+	struct kb_sweep s;
+
+	scn_sweep_init(x, &s);
+	s.nlocks = 0;
+	for (; *names; names++)
+		scn_add_if_built(&s, *names);
+	if (s.nlocks == 0)
+		return;
+	memcpy(s.threads, threads, nt * sizeof(unsigned));
+	s.nthreads = nt;
+	s.write[0] = write;
+	s.cs[0] = write == 100 && threads[0] == 2 ? 1 : s.cs[0];
+	s.repeats = reps;
+	scn_sweep_go(x, &s, rs, share);
+}
+
+double scn_ratio(const struct kb_results *rs, const char *a, const char *b, unsigned t,
+		    double w)
+{
+	return scn_ops_at(rs, scn_lk(a), t, w) / scn_ops_at(rs, scn_lk(b), t, w);
+}
+
+void scn_floors(struct scn_ctx *x)
+{
+	unsigned reps = x->cli->set_repeats ? x->cli->sweep.repeats : SCN_REPEATS;
+
+	if (reps > SCN_REPEATS * 4)
+		reps = SCN_REPEATS * 4;
+	scn_say(x, "\nmedians of %u interleaved repeats; ratios within this run\n", reps);
+	scn_floors_pairs(x, reps);
+	scn_floors_mutex(x, reps);
+	scn_floors_rw(x, reps);
+	scn_floors_writers(x);
+	scn_floors_hash(x, reps);
+	scn_floors_peers(x, reps);
+	scn_floors_bias_pairs(x, reps);
+	scn_floors_bias_crossover(x, reps);
+}
