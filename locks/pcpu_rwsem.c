@@ -41,7 +41,8 @@
  *     in rseq mode slots[cpu] is only updated by rseq sections running on that cpu and
  *     slots[limit] only atomically (threads whose rseq area is not registered); in atomic
  *     mode every update is atomic. Readers inside = sum(lock) - sum(unlock) mod 2^64.
- *   wsleep: 1 while the draining writer sleeps on it. owner: the writer's record.
+ *   wsleep: 1 while the draining writer sleeps on it. owner: the writer's owner id
+ *   (locks/thread.h: never a recycled record).
  *
  * INVARIANTS.
  *   I1 KL_PCPU_FAST is set only in state IDLE; the state leaves IDLE only under gp_lock,
@@ -400,7 +401,7 @@ static void pcpu_track_read(struct kl_pcpu_rwsem *sem, const void *site)
 	uint32_t n = self->rdm_pcpu_n;
 
 	pcpu_check_alive(sem, site);
-	if (atomic_load_explicit(&sem->owner, memory_order_relaxed) == (uintptr_t)self)
+	if (atomic_load_explicit(&sem->owner, memory_order_relaxed) == self->owner)
 		kli_report("read lock of a lock this thread write-holds (deadlock)",
 			   "pcpu_rwsem", sem, site, NULL);
 	for (uint32_t i = 0; i < n && i < KLI_RDM_TRACK; i++)
@@ -440,7 +441,7 @@ static void pcpu_check_write(struct kl_pcpu_rwsem *sem, const void *site)
 	struct kli_thread *self = kli_self();
 
 	pcpu_check_alive(sem, site);
-	if (atomic_load_explicit(&sem->owner, memory_order_relaxed) == (uintptr_t)self)
+	if (atomic_load_explicit(&sem->owner, memory_order_relaxed) == self->owner)
 		kli_report("recursive write lock (deadlock)", "pcpu_rwsem", sem, site, NULL);
 	for (uint32_t i = 0; i < self->rdm_pcpu_n && i < KLI_RDM_TRACK; i++)
 		if (self->rdm_pcpu[i] == sem)
@@ -739,7 +740,7 @@ void kl_pcpu_rwsem_write_lock(struct kl_pcpu_rwsem *sem)
 							     memory_order_relaxed);
 	if (kl_unlikely(!have_block || pcpu_sum(slots) != 0))
 		pcpu_write_lock_slow(sem, slots, have_block, KLI_SITE());
-	atomic_store_explicit(&sem->owner, (uintptr_t)kli_self(), memory_order_relaxed);
+	atomic_store_explicit(&sem->owner, kli_owner(), memory_order_relaxed);
 	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, 0, KLI_SITE());
 }
 
@@ -823,7 +824,7 @@ bool kl_pcpu_rwsem_write_trylock(struct kl_pcpu_rwsem *sem)
 	if (atomic_load_explicit(&sem->block, memory_order_relaxed) == 0)
 		ok = pcpu_write_try(sem, pcpu_slots(sem));
 	if (ok)
-		atomic_store_explicit(&sem->owner, (uintptr_t)kli_self(), memory_order_relaxed);
+		atomic_store_explicit(&sem->owner, kli_owner(), memory_order_relaxed);
 	kli_hook_acquired(sem, KLI_KIND_PCPU_RWSEM, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED),
 			  KLI_SITE());
 	return ok;
@@ -833,7 +834,7 @@ void kl_pcpu_rwsem_write_unlock(struct kl_pcpu_rwsem *sem)
 {
 
 #if KLOCK_DEBUG_LOCKS
-	if (atomic_load_explicit(&sem->owner, memory_order_relaxed) != (uintptr_t)kli_self()) {
+	if (atomic_load_explicit(&sem->owner, memory_order_relaxed) != kli_owner()) {
 		kli_report((atomic_load_explicit(&sem->gp, memory_order_relaxed) & GP_POISON_BIT)
 				   ? "use of a destroyed lock"
 				   : "write unlock by a thread that does not own the lock",

@@ -45,7 +45,8 @@
  *                           writer's claim, cleared only by a re-arming reader, and only
  *                           from the exact value UNBIASED: never under a writer)
  *   RM_S_POISON             destroyed (has the writer bit, so a late reader waits, not races)
- *   lk->owner   the writer's thread record; lk->ovf  read holds kept in the lock (a thread
+ *   lk->owner   the writer's owner id (locks/thread.h: one thread lifetime, never a
+ *   recycled record, so a lock write-held by a thread that exited is nobody's); lk->ovf  read holds kept in the lock (a thread
  *   with all KL_RM_SLOTS slots in use, or a parked reader admitted when its slots were full)
  *   lk->rearm_at, unbiased_at, revoke_ns, revocations: written by the revoking writer under
  *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS.
@@ -417,7 +418,7 @@ static bool rm_check_read(struct kl_rmlock *lk, struct kli_thread *self, const v
 {
 	if (!rm_check_alive(lk, site))
 		return false;
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == (uintptr_t)self)
+	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == self->owner)
 		kli_report("read lock of a lock this thread write-holds (deadlock)", "rmlock", lk,
 			   site, NULL);
 	if (!(lk->flags & KL_RM_RECURSE) && rm_find(&self->rm, lk) != 0)
@@ -457,7 +458,7 @@ static bool rm_check_write(struct kl_rmlock *lk, struct kli_thread *self, const 
 {
 	if (!rm_check_alive(lk, site))
 		return false;
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == (uintptr_t)self)
+	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == self->owner)
 		kli_report("recursive write lock (deadlock)", "rmlock", lk, site, NULL);
 	if (rm_find(&self->rm, lk) != 0)
 		kli_report("write lock of a lock this thread read-holds (deadlock)", "rmlock", lk,
@@ -882,7 +883,7 @@ void kl_rmlock_write_lock(struct kl_rmlock *lk)
 	if (kl_unlikely(!have_writer || !rm_rendezvous(lk, was_unbiased, &t0)))
 		rm_write_lock_slow(lk, self, have_writer, &t0, KLI_SITE());
 	rm_revoked(lk, t0);
-	atomic_store_explicit(&lk->owner, (uintptr_t)self, memory_order_relaxed);
+	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
 
@@ -961,7 +962,7 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
 		return false;
 	}
-	atomic_store_explicit(&lk->owner, (uintptr_t)self, memory_order_relaxed);
+	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
 	return true;
 }
@@ -970,8 +971,8 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 {
 
 #if KLOCK_DEBUG_LOCKS
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) != (uintptr_t)kli_tls_self ||
-	    kli_tls_self == NULL) {
+	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) != kli_tls_owner ||
+	    kli_tls_owner == 0) {
 		kli_report(atomic_load_explicit(&lk->state, memory_order_relaxed) == RM_S_POISON
 				   ? "use of a destroyed lock"
 				   : "write unlock by a thread that does not own the lock",
@@ -986,10 +987,9 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 
 bool kl_rmlock_wowned(const struct kl_rmlock *lk)
 {
-	struct kli_thread *self = kli_tls_self;
+	kli_owner_t me = kli_tls_owner;
 
-	return self != NULL &&
-	       atomic_load_explicit(&lk->owner, memory_order_relaxed) == (uintptr_t)self;
+	return me != 0 && atomic_load_explicit(&lk->owner, memory_order_relaxed) == me;
 }
 
 void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bias *out)

@@ -6,7 +6,7 @@
  * STATE. seq: bit 0 set while a writer is writing; the value counts writes (x2).
  * wlock: the writers' mutex, Drepper's three-state futex mutex (0 free, 1 held, 2 held
  * with possible sleepers; a sleeper stores 2 before sleeping, so an unlock that swaps out
- * 2 wakes one writer, and every reader asleep on seq). owner: the writer's record (debug
+ * 2 wakes one writer, and every reader asleep on seq). owner: the writer's owner id (debug
  * checks, wowned-style queries).
  *
  * INVARIANTS. seq is odd exactly while the wlock holder is between write_lock and
@@ -107,7 +107,7 @@ static void seq_write_begin(struct kl_seqlock *sl)
 
 	atomic_store_explicit(&sl->seq, s + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release); /* W1: pairs with R2 */
-	atomic_store_explicit(&sl->owner, (uintptr_t)kli_self(), memory_order_relaxed);
+	atomic_store_explicit(&sl->owner, kli_owner(), memory_order_relaxed);
 }
 
 void kl_seqlock_write_lock(struct kl_seqlock *sl)
@@ -115,7 +115,7 @@ void kl_seqlock_write_lock(struct kl_seqlock *sl)
 	uint32_t c = 0;
 
 #if KLOCK_DEBUG_LOCKS
-	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) == (uintptr_t)kli_self())
+	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) == kli_owner())
 		kli_report("recursive write lock (deadlock)", "seqlock", sl, KLI_SITE(), NULL);
 #endif
 	kli_hook_acquire(sl, KLI_KIND_SEQLOCK, 0, KLI_SITE());
@@ -145,7 +145,7 @@ void kl_seqlock_write_unlock(struct kl_seqlock *sl)
 	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_relaxed);
 
 #if KLOCK_DEBUG_LOCKS
-	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) != (uintptr_t)kli_self() ||
+	if (atomic_load_explicit(&sl->owner, memory_order_relaxed) != kli_owner() ||
 	    !(s & 1)) {
 		kli_report("write unlock by a thread that does not own the lock", "seqlock", sl,
 			   KLI_SITE(), NULL);

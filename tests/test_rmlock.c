@@ -75,6 +75,60 @@ static void test_rmlock_static_initializer_works(void **state)
 	assert_false(kl_rmlock_wowned(&lk));
 }
 
+/* A thread that exits write-holding an rmlock leaves it write-held by nobody: the next
+ * thread, on the exited thread's recycled record, must not pass for the writer (issue 13
+ * item 4; the lock names its writer by owner id, not by record). */
+struct rm_exited_writer {
+	struct kl_rmlock *lk;
+	struct kli_thread *rec;      /* the exited writer's record */
+	bool recycled, owned, wtry, rtry;
+};
+
+static void *rm_write_lock_and_exit(void *arg)
+{
+	struct rm_exited_writer *x = arg;
+
+	kl_rmlock_write_lock(x->lk);
+	x->rec = kli_self();
+	return NULL; /* exits holding it */
+}
+
+/* Runs on a new thread; the main thread asserts. */
+static void *rm_probe_not_writer(void *arg)
+{
+	struct rm_exited_writer *x = arg;
+	struct kl_rm_tracker tr;
+
+	x->recycled = kli_self() == x->rec;
+	x->owned = kl_rmlock_wowned(x->lk);
+	x->wtry = kl_rmlock_write_trylock(x->lk);
+	x->rtry = kl_rmlock_read_trylock(x->lk, &tr);
+	if (x->rtry)
+		kl_rmlock_read_unlock(x->lk, &tr);
+	return NULL;
+}
+
+static void test_rmlock_write_held_by_an_exited_thread_has_no_owner(void **state)
+{
+	struct kl_rmlock lk;
+	struct rm_exited_writer x = { .lk = &lk };
+	pthread_t t;
+
+	(void)state;
+	KLT_SKIP_IF_MISUSE_INSTRUMENTED(); /* witness/TSan report the exit with a lock held */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, rm_write_lock_and_exit, &x), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(pthread_create(&t, NULL, rm_probe_not_writer, &x), 0);
+	pthread_join(t, NULL);
+	assert_true(x.recycled); /* the new thread got the exited thread's record */
+	assert_false(x.owned);
+	assert_false(x.wtry);
+	assert_false(x.rtry);
+	/* the lock is still write-held by nobody alive: it is not destroyed (EBUSY) */
+	assert_int_equal(kl_rmlock_destroy(&lk), EBUSY);
+}
+
 /* ---- trylock ------------------------------------------------------------------------- */
 
 struct peer {
@@ -784,6 +838,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_rmlock_init_rejects_unknown_flags),
 		T(test_rmlock_static_initializer_works),
+		T(test_rmlock_write_held_by_an_exited_thread_has_no_owner),
 		T(test_rmlock_destroy_refuses_a_held_lock),
 		T(test_rmlock_waiter_queueing_during_unlock_is_not_lost),
 		T(test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier),

@@ -46,7 +46,7 @@ struct kl_pcpu_rwsem {
 	KL_ATOMIC(uint32_t) gp_lock;  /* writers' lock for gp_count (an internal wordlock) */
 	uint32_t gp_count;            /* writers in the current burst */
 	KL_ATOMIC(uint64_t) exit_at;  /* cycle count after which readers may go fast again */
-	KL_ATOMIC(uintptr_t) owner;   /* the writer's thread record */
+	KL_ATOMIC(uintptr_t) owner;   /* the writer's owner id (one thread lifetime) */
 };
 
 /* gp bit 0: readers may take the rseq fast path (idle, counters allocated, rseq mode). */

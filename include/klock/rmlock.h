@@ -84,7 +84,7 @@ struct kl_rmlock {
 	KL_ATOMIC(uint32_t) wseq;      /* futex word a draining writer sleeps on */
 	KL_ATOMIC(uint32_t) ovf;       /* read holds that live here, not in a thread record */
 	KL_ATOMIC(uintptr_t) wait_for; /* the reader record a sleeping writer waits for */
-	KL_ATOMIC(uintptr_t) owner;    /* the write owner's thread record, 0 when none */
+	KL_ATOMIC(uintptr_t) owner;    /* the write owner's owner id, 0 when none */
 	/* Bias policy (written by revoking writers and re-arming readers only): */
 	KL_ATOMIC(uint64_t) rearm_at;    /* monotonic ns from which readers may re-arm */
 	KL_ATOMIC(uint64_t) unbiased_at; /* monotonic ns of the last revocation */

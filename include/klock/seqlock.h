@@ -40,7 +40,7 @@ KL_BEGIN_DECLS
 struct kl_seqlock {
 	KL_ATOMIC(uint32_t) seq;     /* even: stable; odd: a write is in progress */
 	KL_ATOMIC(uint32_t) wlock;   /* writers' mutex: 0 free, 1 held, 2 held + sleepers */
-	KL_ATOMIC(uintptr_t) owner;  /* the writer's thread record */
+	KL_ATOMIC(uintptr_t) owner;  /* the writer's owner id (one thread lifetime) */
 };
 
 #define KL_SEQLOCK_INITIALIZER { 0, 0, 0 }
