@@ -37,7 +37,8 @@
  * reserve is spent too: the interposer (KLOCK_PRELOAD) prints one line and waits,
  * retrying the free list and mmap() with pauses up to RETRY_MAX_NS, until a thread exits
  * or memory comes back - a lock call that waits rather than aborts a program glibc would
- * run; the native API prints a line and aborts (include/klock/mutex.h, README "Threads and memory").
+ * run; the native API prints a line and aborts (include/klock/mutex.h, README
+ * "Threads and memory").
  *
  * fork(): only the forking thread lives on in the child. The other records stay as they
  * are, marked not live and NEVER recycled: their addresses may still name the owner of a
