@@ -6,10 +6,12 @@
  * WHAT IS RECORDED. Every lock brackets a slow-path episode with kli_wait_begin/spin/
  * sleep/end (hooks.h). While recording, kli_wait_end() hands the finished episode here:
  * one contended (or failed) acquisition with its spin phases, sleeps and times, keyed by
- * (lock address, call site, lock kind, read/write side). Builds with -Dlockstat_hold=true
- * also feed every acquisition and its hold time from the fast-path hooks. Uncontended
- * acquisitions never reach this file: the fast path has no lockstat code, and with
- * lockstat compiled in but stopped a slow path pays one relaxed load of kli_lockstat.on.
+ * (lock address, call site, lock kind, read/write side) and counted in the key's log2
+ * histogram of wait times (KL_LOCKSTAT_HIST_BUCKETS buckets, for lockstat -H's report).
+ * Builds with -Dlockstat_hold=true also feed every acquisition and its hold time (total,
+ * longest, shortest) from the fast-path hooks. Uncontended acquisitions never reach this
+ * file: the fast path has no lockstat code, and with lockstat compiled in but stopped a
+ * slow path pays one relaxed load of kli_lockstat.on.
  *
  * PER-THREAD TABLES. Each thread that records owns a struct kli_ls_table, reached from its
  * registry record (kli_thread.lockstat), mmap()ed on its first recorded episode (never
@@ -180,7 +182,15 @@ static struct {
 
 static inline bool ls_field_is_max(unsigned f)
 {
-	return f == KLI_LS_WAIT_MAX || f == KLI_LS_HOLD_MAX;
+	return f == KLI_LS_WAIT_MAX || f == KLI_LS_HOLD_MAX || f == KLI_LS_HOLD_MINV;
+}
+
+/* The histogram bucket of a wait of @ns: floor(log2(ns)), the last bucket open-ended. */
+static inline unsigned ls_hist_bucket(uint64_t ns)
+{
+	unsigned b = ns != 0 ? 63u - (unsigned)__builtin_clzll(ns) : 0u;
+
+	return b < KL_LOCKSTAT_HIST_BUCKETS ? b : KL_LOCKSTAT_HIST_BUCKETS - 1u;
 }
 
 static inline uint64_t ls_hash(const void *lock, const void *site, uint32_t kf)
@@ -423,6 +433,7 @@ void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 		ls_add(e, KLI_LS_SLEEP_NS, ep->sleep_ns);
 		ls_add(e, KLI_LS_WAIT_NS, ep->wait_ns);
 		ls_max(e, KLI_LS_WAIT_MAX, ep->wait_ns);
+		ls_add(e, KLI_LS_HIST + ls_hist_bucket(ep->wait_ns), 1);
 	}
 	ls_table_leave(t);
 }
@@ -502,6 +513,7 @@ void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
 
 			ls_add(e, KLI_LS_HOLD_NS, held);
 			ls_max(e, KLI_LS_HOLD_MAX, held);
+			ls_max(e, KLI_LS_HOLD_MINV, ~held);
 		}
 	}
 	ls_table_leave(t);
@@ -915,7 +927,9 @@ static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
 			.sleep_ns = r->v[KLI_LS_SLEEP_NS], .wait_ns = r->v[KLI_LS_WAIT_NS],
 			.wait_max_ns = r->v[KLI_LS_WAIT_MAX], .hold_ns = r->v[KLI_LS_HOLD_NS],
 			.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
+			.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
 		};
+		memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
 		s->wait_ns += o->wait_ns;
 		s->contended += o->contended;
 		s->failed += o->failed;

@@ -9,7 +9,8 @@
  *   Total%  Count   Time/ms  Lock  Caller
  *   an <all> row per lock, then its callers (symbol+offset), ranked by time or count
  *   -- Summary by lock              FreeBSD LOCK_PROFILING's columns: contended, failed,
- *                                   wait, max wait, (acquired, hold, max hold)
+ *                                   wait, avg/max wait, (acquired, hold, min/avg/max hold)
+ *   -- Wait histograms (-H)         per lock, its waits by log2 of their length in ns
  * JSON: the schema in docs/lockstat.md ("klock_lockstat": KL_LOCKSTAT_SCHEMA).
  *
  * Rows are grouped by (lock type, side, lock): sort the rows by that key, then each group
@@ -41,6 +42,9 @@
 #define NS_PER_S 1e9
 /* Largest top=N accepted. */
 #define TOP_MAX 1000000u
+/* Width of a -H histogram bar, and the bar itself (at least HIST_BAR characters). */
+#define HIST_BAR 40
+#define HIST_AT "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"
 
 /* An event section: which counters of a row it shows. */
 enum ls_event { EV_SPIN, EV_SLEEP, EV_HOLD, EV_COUNT };
@@ -114,6 +118,10 @@ static void row_add(struct kl_lockstat_row *g, const struct kl_lockstat_row *r)
 		g->wait_max_ns = r->wait_max_ns;
 	if (r->hold_max_ns > g->hold_max_ns)
 		g->hold_max_ns = r->hold_max_ns;
+	if (r->hold_min_ns != 0 && (g->hold_min_ns == 0 || r->hold_min_ns < g->hold_min_ns))
+		g->hold_min_ns = r->hold_min_ns;
+	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
+		g->wait_hist[b] += r->wait_hist[b];
 }
 
 /* A lock's rows: sorted[first .. first + n), with their total. */
@@ -469,7 +477,7 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 	fprintf(f, "\n-- Summary by lock\n\n");
 	fprintf(f, " Contended   Failed    Wait/ms AvgWait/us MaxWait/us    Spin/ms   Sleep/ms%s"
 		" Lock                   Type\n",
-		s->hold_times ? "   Acquired    Hold/ms AvgHold/us MaxHold/us" : "");
+		s->hold_times ? "   Acquired    Hold/ms MinHold/us AvgHold/us MaxHold/us" : "");
 	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
 		const struct kl_lockstat_row *t = &g[i].total;
 
@@ -485,12 +493,56 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 			(double)t->wait_max_ns / NS_PER_US, (double)t->spin_ns / NS_PER_MS,
 			(double)t->sleep_ns / NS_PER_MS);
 		if (s->hold_times)
-			fprintf(f, " %10llu %10.2f %10.1f %10.1f", (unsigned long long)t->acquisitions,
-				(double)t->hold_ns / NS_PER_MS,
+			fprintf(f, " %10llu %10.2f %10.1f %10.1f %10.1f",
+				(unsigned long long)t->acquisitions, (double)t->hold_ns / NS_PER_MS,
+				(double)t->hold_min_ns / NS_PER_US,
 				t->acquisitions != 0 ? (double)t->hold_ns / (double)t->acquisitions /
 							       NS_PER_US : 0.0,
 				(double)t->hold_max_ns / NS_PER_US);
 		fprintf(f, " %-*s %s\n", LOCK_COL, lock, type);
+	}
+}
+
+/* lockstat -H: one lock's waits by log2 of their length, a bar per bucket from the first
+ * bucket used to the last (bucket b: 2^b <= ns < 2^(b+1)). */
+static void text_hist(FILE *f, const struct kl_lockstat_row *t, const char *lock)
+{
+	uint64_t most = 0, waits = 0;
+	unsigned lo = KL_LOCKSTAT_HIST_BUCKETS, hi = 0;
+
+	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++) {
+		waits += t->wait_hist[b];
+		most = t->wait_hist[b] > most ? t->wait_hist[b] : most;
+		if (t->wait_hist[b] != 0) {
+			lo = b < lo ? b : lo;
+			hi = b;
+		}
+	}
+	if (waits == 0)
+		return;
+	fprintf(f, "\n%s (%s%s): %llu waits, max %.1f us\n", lock, t->kind,
+		t->read ? ", read" : "", (unsigned long long)waits,
+		(double)t->wait_max_ns / NS_PER_US);
+	fprintf(f, "%14s %9s  distribution\n", "ns >=", "count");
+	for (unsigned b = lo; b <= hi; b++) {
+		int bar = (int)((t->wait_hist[b] * HIST_BAR + most - 1) / most);
+
+		fprintf(f, "%14llu %9llu  |%.*s%*s|\n", 1ull << b,
+			(unsigned long long)t->wait_hist[b], bar, HIST_AT, HIST_BAR - bar, "");
+	}
+}
+
+/* "-- Wait histograms (-H)": the summary's locks, in its order. */
+static void text_hists(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
+		       size_t ng, const struct kl_lockstat_options *o)
+{
+	char lock[LABEL_MAX];
+
+	fprintf(f, "\n-- Wait histograms (log2 ns)\n");
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		text_hist(f, &g[i].total, lock);
 	}
 }
 
@@ -515,6 +567,8 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 	}
 	if (err == 0 && ng > 0)
 		text_summary(f, sorted, g, ng, s, o);
+	if (err == 0 && ng > 0 && (o->flags & KL_LOCKSTAT_HIST))
+		text_hists(f, sorted, g, ng, o);   /* g is still in the summary's order */
 	if (err == 0 && atomic_load_explicit(&kli_misuse_print, memory_order_relaxed) != NULL)
 		atomic_load_explicit(&kli_misuse_print, memory_order_relaxed)(f); /* preload */
 	return err;
@@ -552,7 +606,7 @@ static void json_opt_u64(FILE *f, const char *name, uint64_t v, bool valid, cons
 }
 
 /* The counters every lock and caller object carries (no separator after the last). */
-static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
+static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool hist)
 {
 	json_opt_u64(f, "acquisitions", r->acquisitions, hold, ", ");
 	fprintf(f, "\"contended\": %llu, \"failed\": %llu, \"spin_count\": %llu, "
@@ -563,7 +617,14 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
 		(unsigned long long)r->sleep_count, (unsigned long long)r->sleep_ns,
 		(unsigned long long)r->wait_ns, (unsigned long long)r->wait_max_ns);
 	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
-	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, "");
+	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, ", ");
+	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, "");
+	if (!hist)
+		return;
+	fputs(", \"wait_hist\": [", f);
+	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
+		fprintf(f, "%s%llu", b ? ", " : "", (unsigned long long)r->wait_hist[b]);
+	fputc(']', f);
 }
 
 static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
@@ -589,7 +650,7 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		fputs(", \"object\": ", f);
 		json_str(f, obj);
 		fputs(", ", f);
-		json_stats(f, c[i].row, hold);
+		json_stats(f, c[i].row, hold, false);
 		fputc('}', f);
 	}
 	free(c);
@@ -609,7 +670,7 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 	fputs(", \"kind\": ", f);
 	json_str(f, g->total.kind);
 	fprintf(f, ", \"read\": %s, ", g->total.read ? "true" : "false");
-	json_stats(f, &g->total, s->hold_times);
+	json_stats(f, &g->total, s->hold_times, (o->flags & KL_LOCKSTAT_HIST) != 0);
 	fputs(", \"callers\": [", f);
 	if (!(o->flags & KL_LOCKSTAT_LOCKS))
 		err = json_callers(f, sorted, g, s->hold_times,
@@ -770,6 +831,8 @@ static bool parse_word(const char *w, struct kl_lockstat_options *o)
 		o->flags |= KL_LOCKSTAT_MERGE;
 	else if (strcmp(w, "merge_callers") == 0)
 		o->flags |= KL_LOCKSTAT_MERGE_CALLERS;
+	else if (strcmp(w, "hist") == 0)
+		o->flags |= KL_LOCKSTAT_HIST;
 	else if (strncmp(w, "top=", 4) == 0 && w[4] >= '0' && w[4] <= '9') {
 		n = strtoul(w + 4, &end, 10);
 		if (*end != '\0' || n > TOP_MAX)

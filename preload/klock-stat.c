@@ -68,7 +68,7 @@
 
 struct opts {
 	const char *output;      /* -o */
-	bool json, count, locks, all, merge, merge_callers;
+	bool json, count, locks, all, merge, merge_callers, hist;
 	double window;           /* -d: seconds; 0: the whole run */
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
@@ -103,6 +103,7 @@ static void usage(FILE *f)
 	      "  -l, --locks          one row per lock, no per-caller rows\n"
 	      "  -M, --merge          one row per array of static locks (name[*])\n"
 	      "  -m, --merge-callers  one caller row per function\n"
+	      "  -H, --histogram      a log2 histogram of each lock's wait times\n"
 	      "  -a, --all            also report processes that never waited\n"
 	      "  -d, --duration SECS  report the first SECS seconds only (the command runs on)\n"
 	      "      --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
@@ -126,7 +127,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "sort", required_argument, NULL, 's' }, { "top", required_argument, NULL, 'n' },
 		{ "locks", no_argument, NULL, 'l' }, { "all", no_argument, NULL, 'a' },
 		{ "mutex", required_argument, NULL, 'X' }, { "merge", no_argument, NULL, 'M' },
-		{ "merge-callers", no_argument, NULL, 'm' },
+		{ "merge-callers", no_argument, NULL, 'm' }, { "histogram", no_argument, NULL, 'H' },
 		{ "duration", required_argument, NULL, 'd' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -135,7 +136,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	long n;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+o:js:n:laMmd:r:p:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:js:n:laMmHd:r:p:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'j': o->json = true; break;
@@ -150,6 +151,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				die("--duration: not a number of seconds: '%s'", optarg);
 			break;
 		case 'm': o->merge_callers = true; break;
+		case 'H': o->hist = true; break;
 		case 'r': o->rwlock = optarg; break;
 		case 'p': o->preload = optarg; break;
 		case 's':
@@ -231,6 +233,8 @@ static void set_env(const struct opts *o, const char *preload, const char *dir, 
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge");
 	if (o->merge_callers)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge_callers");
+	if (o->hist)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",hist");
 	setenv("KLOCK_LOCKSTAT", buf, 1);
 	snprintf(buf, sizeof(buf), "%s/ls.%%p", dir);
 	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);

@@ -22,6 +22,9 @@ CHECK is one of:
           one lock before the window closes and another after (it waits for the
           window's snapshot), and only the first is in the report
 
+  hist    -H: the report carries a log2 histogram of each lock's waits: target_lock's one
+          wait is in the bucket of its length (JSON wait_hist), and the text report draws it
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -292,9 +295,46 @@ def check_window(a):
     return 0
 
 
+# ---- -H ---------------------------------------------------------------------------------
+
+def run_text(a, cmd, env, *opts):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, 'r.txt')
+        p = subprocess.run(stat_cmd(a, '-o', out, *opts) + cmd, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
+        if p.returncode != 0 or not os.path.exists(out):
+            fail(f'{cmd}: klock-stat exit status {p.returncode}: '
+                 f'{p.stderr.decode(errors="replace")}')
+        with open(out) as f:
+            return f.read()
+
+
+def check_hist(a):
+    rep = run_json(a, [a.target], clean_env(), '-H')['processes'][0]['report']
+    lk = [lk for lk in rep['locks'] if lk['name'] == 'target_lock']
+    if len(lk) != 1:
+        fail(f'target_lock not in the report: {[x["name"] for x in rep["locks"]]}')
+    lk = lk[0]
+    hist = lk.get('wait_hist')
+    if not isinstance(hist, list) or len(hist) != 32:
+        fail(f'-H: no 32-bucket wait_hist on target_lock: {lk}')
+    if sum(hist) != lk['contended'] + lk['failed']:
+        fail(f'-H: the histogram does not count every wait: {hist} vs {lk}')
+    if lk['contended'] == 1:
+        b = hist.index(1)
+        if not (1 << b) <= lk['wait_max_ns'] < (1 << (b + 1)):
+            fail(f'-H: the one wait ({lk["wait_max_ns"]} ns) is in bucket {b}')
+    text = run_text(a, [a.target], clean_env(), '-H')
+    if '-- Wait histograms (log2 ns)' not in text or 'target_lock (mutex): ' not in text:
+        fail(f'-H: the text report has no histogram for target_lock:\n{text}')
+    print(f'ok: -H: target_lock wait_hist {hist[:24]}..., max wait {lk["wait_max_ns"]} ns; '
+          'text histogram drawn')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window'])
+    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
