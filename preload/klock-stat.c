@@ -456,7 +456,9 @@ static struct report *report_of(struct report *r, size_t *n, long pid)
 
 /* The records of the shared report file (lockstat.c's ls_exit_report_fd(): a header
  * line "klock-lockstat pid=P bytes=N", then N bytes); a later record of a process
- * replaces an earlier one. */
+ * replaces an earlier one - except with -d (@limit > 0), where a process that lived past
+ * the window wrote its snapshot first and may already have added its exit record by the
+ * time the window's end was measured: its first record is kept. */
 static size_t parse_records(const char *path, struct report *r, size_t n, off_t limit)
 {
 	char *all = slurp(path), *p = all, *nl;
@@ -474,6 +476,10 @@ static size_t parse_records(const char *path, struct report *r, size_t n, off_t 
 			break;   /* a torn or foreign tail: what came before still counts */
 		p = nl + 1;
 		x = report_of(r, &n, pid);
+		if (x != NULL && limit > 0 && x->text != NULL) {
+			p += len;   /* -d: a process's first record is its window snapshot */
+			continue;
+		}
 		if (x != NULL) {
 			free(x->text);
 			x->text = strndup(p, (size_t)len);
