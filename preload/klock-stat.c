@@ -35,9 +35,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KLOCK_STAT_LOCKSTAT
@@ -63,6 +67,8 @@
  * how often it looks. */
 #define SNAPSHOT_WAIT_MS 10000u
 #define SNAPSHOT_POLL_MS 10u
+/* The attach channel's abstract socket name (locks/lockstat.c: LS_ATTACH_NAME). */
+#define ATTACH_NAME "klock-lockstat.%ld"
 /* Longest -d window (a day). */
 #define WINDOW_MAX_S 86400.0
 
@@ -72,6 +78,7 @@ struct opts {
 	double window;           /* -d: seconds; 0: the whole run */
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
+	long attach;             /* --attach PID; 0: run a command */
 };
 
 /* The command being run, and klock-stat's ends of its channels. */
@@ -93,6 +100,7 @@ struct report {
 static void usage(FILE *f)
 {
 	fputs("usage: klock-stat [options] [--] command [args...]\n"
+	      "       klock-stat [options] --attach PID\n"
 	      "Runs command with klock's locks in place of its pthread locks (libklock-preload)\n"
 	      "and prints klock's lockstat report for every process of it that waited for a\n"
 	      "lock. The exit status is the command's.\n"
@@ -109,6 +117,9 @@ static void usage(FILE *f)
 	      "      --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
 	      "  -r, --rwlock IMPL    KLOCK_RWLOCK for the command: rwlock, pcpu_rwsem, pthread\n"
 	      "  -p, --preload PATH   the interposer library to use\n"
+	      "      --attach PID     profile a running process started under the interposer\n"
+	      "                       with KLOCK_LOCKSTAT set, from now for -d SECS or until\n"
+	      "                       SIGINT/SIGTERM (its data is reset when klock-stat attaches)\n"
 	      "  -h, --help           this text\n", f);
 }
 
@@ -130,6 +141,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "merge-callers", no_argument, NULL, 'm' }, { "histogram", no_argument, NULL, 'H' },
 		{ "duration", required_argument, NULL, 'd' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
+		{ "attach", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -165,6 +177,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				die("--top: not a count: '%s'", optarg);
 			o->top = (unsigned)n;
 			break;
+		case 'A':
+			o->attach = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || o->attach <= 0 || o->attach > INT_MAX)
+				die("--attach: not a process id: '%s'", optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -173,7 +190,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			exit(127);
 		}
 	}
-	if (optind >= argc) {
+	if (o->attach != 0 && optind < argc)
+		die("--attach: a command was given too ('%s')", argv[optind]);
+	if (optind >= argc && o->attach == 0) {
 		usage(stderr);
 		exit(127);
 	}
@@ -214,6 +233,21 @@ static char *find_preload(const struct opts *o)
 	return NULL;
 }
 
+/* The report options in the KLOCK_LOCKSTAT syntax. */
+static void report_options(const struct opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s,%s,%s", o->json ? "json" : "text",
+		 o->count ? "count" : "time", o->locks ? "locks" : "callers");
+	if (o->top != 0)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",top=%u", o->top);
+	if (o->merge)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",merge");
+	if (o->merge_callers)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",merge_callers");
+	if (o->hist)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",hist");
+}
+
 static void set_env(const struct opts *o, const char *preload, const char *dir, int fd,
 		    int ctl)
 {
@@ -225,16 +259,7 @@ static void set_env(const struct opts *o, const char *preload, const char *dir, 
 	else
 		snprintf(buf, sizeof(buf), "%s", preload);
 	setenv("LD_PRELOAD", buf, 1);
-	snprintf(buf, sizeof(buf), "%s,%s,%s", o->json ? "json" : "text",
-		 o->count ? "count" : "time", o->locks ? "locks" : "callers");
-	if (o->top != 0)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",top=%u", o->top);
-	if (o->merge)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge");
-	if (o->merge_callers)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge_callers");
-	if (o->hist)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",hist");
+	report_options(o, buf, sizeof(buf));
 	setenv("KLOCK_LOCKSTAT", buf, 1);
 	snprintf(buf, sizeof(buf), "%s/ls.%%p", dir);
 	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);
@@ -637,6 +662,97 @@ static void open_ctl(struct run_ctx *c)
 	c->ctl_w = p[1];
 }
 
+/* ---- --attach PID (locks/lockstat.c: the attach channel) -------------------------- */
+
+static volatile sig_atomic_t attach_stop;
+
+static void on_attach_stop(int sig)
+{
+	attach_stop = sig;
+}
+
+/* Sends @req to @pid's attach channel; its answer (until end-of-file) into a string. */
+static char *attach_request(long pid, const char *req)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, ATTACH_NAME, pid);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char *buf = NULL, chunk[4096];
+	size_t len = 0;
+	ssize_t r;
+	FILE *m;
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a,
+			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+					  (size_t)n)) != 0)
+		return NULL;
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
+	    (m = open_memstream(&buf, &len)) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	while ((r = read(fd, chunk, sizeof(chunk))) > 0 || (r < 0 && errno == EINTR))
+		if (r > 0)
+			fwrite(chunk, 1, (size_t)r, m);
+	fclose(m);
+	close(fd);
+	return buf;
+}
+
+/* Waits -d SECS, or (without -d) until SIGINT/SIGTERM/SIGHUP. */
+static void attach_wait(double window)
+{
+	struct sigaction st = { .sa_handler = on_attach_stop };
+	struct timespec ts = { .tv_sec = (time_t)window,
+			       .tv_nsec = (long)((window - (double)(time_t)window) * 1e9) };
+
+	sigaction(SIGINT, &st, NULL);
+	sigaction(SIGTERM, &st, NULL);
+	sigaction(SIGHUP, &st, NULL);
+	if (window > 0) {
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR && attach_stop == 0)
+			;
+		return;
+	}
+	while (attach_stop == 0)
+		pause();
+}
+
+static int attach(const struct opts *o)
+{
+	char req[PATH_MAX], pid[32];
+	struct report r = { .pid = o->attach };
+	char *cmd[] = { pid, NULL }, *ok, *text;
+	FILE *out = stderr;
+
+	snprintf(pid, sizeof(pid), "%ld", o->attach);
+	ok = attach_request(o->attach, "reset\n");
+	if (ok == NULL || strcmp(ok, "ok\n") != 0)
+		die("--attach %s: no lockstat attach channel (a process started under "
+		    "libklock-preload with KLOCK_LOCKSTAT set, that has created a thread, "
+		    "and of your user?)", pid);
+	free(ok);
+	attach_wait(o->window);
+	memcpy(req, "report ", 7);
+	report_options(o, req + 7, sizeof(req) - 8);
+	strcat(req, "\n");
+	text = attach_request(o->attach, req);
+	if (text == NULL || text[0] == '\0')
+		die("--attach %s: the process did not answer (it ended?)", pid);
+	if (o->output != NULL && (out = fopen(o->output, "w")) == NULL)
+		die("cannot write %s", o->output);
+	r.text = text;
+	r.waited = true;
+	if (o->json)
+		print_json(out, &r, 1, o, cmd, 0);
+	else
+		fputs(text, out);
+	if (out != stderr)
+		fclose(out);
+	free(text);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
@@ -645,7 +761,7 @@ int main(int argc, char **argv)
 	struct run_ctx c = { .ctl_r = -1, .ctl_w = -1 };
 	struct report *r = calloc(MAX_REPORTS, sizeof(*r));
 	int first = parse_opts(argc, argv, &o), status;
-	char *preload = find_preload(&o);
+	char *preload = o.attach != 0 ? NULL : find_preload(&o);
 	FILE *out = stderr;
 	pid_t child;
 	size_t n;
@@ -654,6 +770,10 @@ int main(int argc, char **argv)
 	if (!KLOCK_STAT_LOCKSTAT)
 		die("%s", "this klock was built with -Dlockstat=false: there is no lockstat to "
 		    "report (rebuild with -Dlockstat=true)");
+	if (o.attach != 0) {
+		free(r);
+		return attach(&o);
+	}
 	path_join(dir, sizeof(dir), tmp != NULL && tmp[0] == '/' ? tmp : "/tmp",
 		  "klock-stat.XXXXXX");
 	if (r == NULL || mkdtemp(dir) == NULL)

@@ -25,6 +25,12 @@ CHECK is one of:
   hist    -H: the report carries a log2 histogram of each lock's waits: target_lock's one
           wait is in the bucket of its length (JSON wait_hist), and the text report draws it
 
+  attach  klock-stat --attach PID on a target started under the interposer with
+          KLOCK_LOCKSTAT set (not by klock-stat): the attach channel answers a raw "report"
+          with the target's contention so far; klock-stat --attach -d resets at attach and
+          reports only the interval (target_lock's contention, before the attach, is gone;
+          the elapsed time is shorter than the target's life)
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -332,9 +338,66 @@ def check_hist(a):
     return 0
 
 
+# ---- --attach ---------------------------------------------------------------------------
+
+def attach_raw(pid, req):
+    import socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as so:
+        so.settimeout(TIMEOUT)
+        so.connect('\0klock-lockstat.%d' % pid)
+        so.sendall(req)
+        data = b''
+        while True:
+            b = so.recv(65536)
+            if not b:
+                return data.decode()
+            data += b
+
+
+def check_attach(a):
+    env = clean_env(LD_PRELOAD=a.preload, KLOCK_LOCKSTAT='json')
+    t0 = time.monotonic()
+    p = subprocess.Popen([a.target, '--serve'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        line = p.stdout.readline().decode()
+        if not line.startswith('ready '):
+            fail(f'the target did not start: {line!r}')
+        pid = int(line.split()[1])
+        before = json.loads(attach_raw(pid, b'report json\n'))
+        if before['pid'] != pid or not any(lk['name'] == 'target_lock' and lk['contended']
+                                           for lk in before['locks']):
+            fail(f'the attach channel\'s report lacks target_lock: {before}')
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, 'r.json')
+            q = subprocess.run([a.stat, '--attach', str(pid), '-d', '0.3', '--json', '-o', out],
+                               stderr=subprocess.PIPE, timeout=TIMEOUT)
+            if q.returncode != 0:
+                fail(f'--attach: exit status {q.returncode}: {q.stderr.decode()}')
+            with open(out) as f:
+                j = json.load(f)
+        life = time.monotonic() - t0
+        rep = j['processes'][0]['report']
+        if j['processes'][0]['pid'] != pid or rep['pid'] != pid:
+            fail(f'--attach: the report is not the target\'s: {j}')
+        if any(lk['name'] == 'target_lock' for lk in rep['locks']):
+            fail(f'--attach: the contention before the attach is in the interval: {rep}')
+        if not 0 < rep['elapsed_ns'] < life * 1e9:
+            fail(f'--attach: elapsed {rep["elapsed_ns"]} ns is not the interval '
+                 f'(target alive {life:.2f} s)')
+        if p.poll() is not None:
+            fail('--attach: the target ended')
+    finally:
+        p.terminate()
+        p.wait(timeout=TIMEOUT)
+    print(f'ok: --attach {pid}: raw report had target_lock; the -d 0.3 interval '
+          f'({rep["elapsed_ns"] / 1e9:.2f} s of the target\'s {life:.2f} s) does not')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist'])
+    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist', 'attach'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
