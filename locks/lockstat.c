@@ -1328,7 +1328,8 @@ void kli_lockstat_init(void)
 		return;
 	if (strcmp(v, "1") != 0 && kl_lockstat_options_parse(v, &ls.exit_opt) != 0)
 		fprintf(stderr, "klock: KLOCK_LOCKSTAT=%s: expected 1 or a list of "
-			"json,text,time,count,locks,callers,top=N; using the defaults\n", v);
+			"json,text,time,count,avg,locks,callers,merge,merge_callers,hist,top=N,"
+			"lock=PAT,caller=PAT; using the defaults\n", v);
 	ls_exit_file();
 	ls_exit_fd();
 	ls.pid = getpid();

@@ -17,6 +17,7 @@
  * is a contiguous run. Everything here runs at report time; nothing is on a lock path.
  */
 #include <dlfcn.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,16 +62,38 @@ static uint64_t ev_time(const struct kl_lockstat_row *r, enum ls_event ev)
 	return ev == EV_SPIN ? r->spin_ns : ev == EV_SLEEP ? r->sleep_ns : r->hold_ns;
 }
 
-/* The ranking key of a row in a section: time, or count with -c. */
-static uint64_t ev_key(const struct kl_lockstat_row *r, enum ls_event ev, bool by_count)
+/* How rows are ranked: total time (default), count (KL_LOCKSTAT_BY_COUNT), average time
+ * (KL_LOCKSTAT_BY_AVG). */
+enum ls_rank { RANK_TIME, RANK_COUNT, RANK_AVG };
+
+static enum ls_rank rank_of(const struct kl_lockstat_options *o)
 {
-	return by_count ? ev_count(r, ev) : ev_time(r, ev);
+	return (o->flags & KL_LOCKSTAT_BY_AVG) ? RANK_AVG :
+	       (o->flags & KL_LOCKSTAT_BY_COUNT) ? RANK_COUNT : RANK_TIME;
 }
 
-/* Summary ranking: total wait, or contended acquisitions with -c. */
-static uint64_t wait_key(const struct kl_lockstat_row *r, bool by_count)
+/* The ranking key of a row in a section. */
+static uint64_t ev_key(const struct kl_lockstat_row *r, enum ls_event ev, enum ls_rank rk)
 {
-	return by_count ? r->contended + r->failed : r->wait_ns;
+	if (rk == RANK_AVG)
+		return ev_count(r, ev) != 0 ? ev_time(r, ev) / ev_count(r, ev) : 0;
+	return rk == RANK_COUNT ? ev_count(r, ev) : ev_time(r, ev);
+}
+
+/* What a section's Total% is a share of: count when ranked by count, else time. */
+static uint64_t ev_share(const struct kl_lockstat_row *r, enum ls_event ev, enum ls_rank rk)
+{
+	return rk == RANK_COUNT ? ev_count(r, ev) : ev_time(r, ev);
+}
+
+/* Summary ranking: total wait, contended acquisitions, or average wait. */
+static uint64_t wait_key(const struct kl_lockstat_row *r, enum ls_rank rk)
+{
+	uint64_t waits = r->contended + r->failed;
+
+	if (rk == RANK_AVG)
+		return waits != 0 ? r->wait_ns / waits : 0;
+	return rk == RANK_COUNT ? waits : r->wait_ns;
 }
 
 /* ---- grouping ------------------------------------------------------------------------- */
@@ -399,7 +422,7 @@ static void text_row(FILE *f, double pct, uint64_t count, uint64_t ns, const cha
 
 /* The caller rows of group @g in section @ev, ranked. */
 static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
-			enum ls_event ev, bool by_count, uint64_t total, const char *lock,
+			enum ls_event ev, enum ls_rank rk, uint64_t total, const char *lock,
 			bool fold)
 {
 	struct caller_sort *c = calloc(g->n, sizeof(*c));
@@ -414,13 +437,14 @@ static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		const struct kl_lockstat_row *r = sorted[g->first + i];
 
 		if (ev_count(r, ev) != 0)
-			c[n++] = (struct caller_sort){ r, ev_key(r, ev, by_count) };
+			c[n++] = (struct caller_sort){ r, ev_key(r, ev, rk) };
 	}
 	qsort(c, n, sizeof(*c), cmp_caller);
 	for (size_t i = 0; i < n; i++) {
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
 		fold_label(label, fold);
-		text_row(f, total != 0 ? 100.0 * (double)c[i].key / (double)total : 0.0,
+		text_row(f, total != 0 ? 100.0 * (double)ev_share(c[i].row, ev, rk) /
+						 (double)total : 0.0,
 			 ev_count(c[i].row, ev), ev_time(c[i].row, ev), lock, label);
 	}
 	free(c);
@@ -431,15 +455,15 @@ static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 static int text_section(FILE *f, const struct kl_lockstat_row **sorted, struct group *g,
 			size_t ng, enum ls_event ev, const struct kl_lockstat_options *o)
 {
-	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	enum ls_rank rk = rank_of(o);
 	char lock[LABEL_MAX];
 	uint64_t total = 0;
 	size_t shown = 0;
 	int err = 0;
 
 	for (size_t i = 0; i < ng; i++) {
-		g[i].key = ev_key(&g[i].total, ev, by_count);
-		total += g[i].key;
+		g[i].key = ev_key(&g[i].total, ev, rk);
+		total += ev_share(&g[i].total, ev, rk);
 		shown += ev_count(&g[i].total, ev) != 0;
 	}
 	if (shown == 0)
@@ -455,10 +479,11 @@ static int text_section(FILE *f, const struct kl_lockstat_row **sorted, struct g
 			continue;
 		lock_label(sorted[g[i].first], lock, sizeof(lock),
 			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
-		text_row(f, total != 0 ? 100.0 * (double)g[i].key / (double)total : 0.0,
+		text_row(f, total != 0 ? 100.0 * (double)ev_share(&g[i].total, ev, rk) /
+						 (double)total : 0.0,
 			 ev_count(&g[i].total, ev), ev_time(&g[i].total, ev), lock, "<all>");
 		if (!(o->flags & KL_LOCKSTAT_LOCKS))
-			err = text_callers(f, sorted, &g[i], ev, by_count, total, lock,
+			err = text_callers(f, sorted, &g[i], ev, rk, total, lock,
 					   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
 	}
 	return err;
@@ -472,7 +497,7 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 	char lock[LABEL_MAX], type[LABEL_MAX];
 
 	for (size_t i = 0; i < ng; i++)
-		g[i].key = wait_key(&g[i].total, (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
+		g[i].key = wait_key(&g[i].total, rank_of(o));
 	qsort(g, ng, sizeof(*g), cmp_group_key);
 	fprintf(f, "\n-- Summary by lock\n\n");
 	fprintf(f, " Contended   Failed    Wait/ms AvgWait/us MaxWait/us    Spin/ms   Sleep/ms%s"
@@ -628,7 +653,7 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool
 }
 
 static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
-			bool hold, bool by_count, bool fold)
+			bool hold, enum ls_rank rk, bool fold)
 {
 	struct caller_sort *c = calloc(g->n, sizeof(*c));
 	char label[LABEL_MAX];
@@ -639,7 +664,7 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		return ENOMEM;
 	for (size_t i = 0; i < g->n; i++)
 		c[i] = (struct caller_sort){ sorted[g->first + i],
-					     wait_key(sorted[g->first + i], by_count) };
+					     wait_key(sorted[g->first + i], rk) };
 	qsort(c, g->n, sizeof(*c), cmp_caller);
 	for (size_t i = 0; i < g->n; i++) {
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
@@ -674,7 +699,7 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 	fputs(", \"callers\": [", f);
 	if (!(o->flags & KL_LOCKSTAT_LOCKS))
 		err = json_callers(f, sorted, g, s->hold_times,
-				   (o->flags & KL_LOCKSTAT_BY_COUNT) != 0,
+				   rank_of(o),
 				   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
 	fputs("]}", f);
 	return err;
@@ -684,17 +709,18 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		       const struct kl_lockstat_row **sorted, struct group *g, size_t ng,
 		       const struct kl_lockstat_options *o)
 {
-	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	static const char *const rank_names[] = { "time", "count", "avg" };
+	enum ls_rank rk = rank_of(o);
 	char comm[LABEL_MAX];
 	int err = 0;
 
 	for (size_t i = 0; i < ng; i++)
-		g[i].key = wait_key(&g[i].total, by_count);
+		g[i].key = wait_key(&g[i].total, rk);
 	qsort(g, ng, sizeof(*g), cmp_group_key);
 	fprintf(f, "{\"klock_lockstat\": %d, \"lockstat_built\": true, \"recording\": %s, "
 		"\"hold_times\": %s, \"sort\": \"%s\",\n", KL_LOCKSTAT_SCHEMA,
 		s->recording ? "true" : "false", s->hold_times ? "true" : "false",
-		by_count ? "count" : "time");
+		rank_names[rk]);
 	process_name(comm, sizeof(comm));
 	fprintf(f, "  \"pid\": %ld, \"command\": ", (long)getpid());
 	json_str(f, comm[0] != '\0' ? comm : NULL);
@@ -753,6 +779,46 @@ static struct kl_lockstat_row *merge_rows(const struct kl_lockstat_snapshot *s,
 	return m;
 }
 
+/* -L / -F: whether row @r is shown (its lock's label or address, its caller's label or
+ * function, match the patterns). */
+static bool row_shown(const struct kl_lockstat_row *r, const struct kl_lockstat_options *o)
+{
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	if (o->lock_match[0] != '\0') {
+		lock_label(r, label, sizeof(label), (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		if (fnmatch(o->lock_match, label, 0) != 0) {
+			snprintf(label, sizeof(label), "0x%lx", (unsigned long)(uintptr_t)r->lock);
+			if (fnmatch(o->lock_match, label, 0) != 0)
+				return false;
+		}
+	}
+	if (o->caller_match[0] != '\0') {
+		caller_label(r->caller, label, sizeof(label), &named, &obj);
+		if (fnmatch(o->caller_match, label, 0) == 0)
+			return true;
+		label[strcspn(label, "+")] = '\0';   /* the function alone */
+		return fnmatch(o->caller_match, label, 0) == 0;
+	}
+	return true;
+}
+
+/* Keeps the rows of sorted[0..n) that row_shown(); the new count. */
+static size_t filter_rows(const struct kl_lockstat_row **sorted, size_t n,
+			  const struct kl_lockstat_options *o)
+{
+	size_t k = 0;
+
+	if (o->lock_match[0] == '\0' && o->caller_match[0] == '\0')
+		return n;
+	for (size_t i = 0; i < n; i++)
+		if (row_shown(sorted[i], o))
+			sorted[k++] = sorted[i];
+	return k;
+}
+
 int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
 				const struct kl_lockstat_options *opt)
 {
@@ -773,6 +839,7 @@ int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
 				sorted[i] = &s->rows[i];
 			qsort(sorted, n, sizeof(*sorted), cmp_group);
 		}
+		n = filter_rows(sorted, n, o);
 		ng = make_groups(sorted, n, g);
 		if (o->flags & KL_LOCKSTAT_JSON)
 			err = json_report(f, s, sorted, g, ng, o);
@@ -822,9 +889,15 @@ static bool parse_word(const char *w, struct kl_lockstat_options *o)
 	else if (strcmp(w, "json") == 0)
 		o->flags |= KL_LOCKSTAT_JSON;
 	else if (strcmp(w, "time") == 0)
-		o->flags &= ~KL_LOCKSTAT_BY_COUNT;
+		o->flags &= ~(KL_LOCKSTAT_BY_COUNT | KL_LOCKSTAT_BY_AVG);
 	else if (strcmp(w, "count") == 0)
-		o->flags |= KL_LOCKSTAT_BY_COUNT;
+		o->flags = (o->flags & ~KL_LOCKSTAT_BY_AVG) | KL_LOCKSTAT_BY_COUNT;
+	else if (strcmp(w, "avg") == 0)
+		o->flags = (o->flags & ~KL_LOCKSTAT_BY_COUNT) | KL_LOCKSTAT_BY_AVG;
+	else if (strncmp(w, "lock=", 5) == 0 && strlen(w + 5) < sizeof(o->lock_match))
+		strcpy(o->lock_match, w + 5);
+	else if (strncmp(w, "caller=", 7) == 0 && strlen(w + 7) < sizeof(o->caller_match))
+		strcpy(o->caller_match, w + 7);
 	else if (strcmp(w, "locks") == 0)
 		o->flags |= KL_LOCKSTAT_LOCKS;
 	else if (strcmp(w, "merge") == 0)
@@ -847,7 +920,7 @@ static bool parse_word(const char *w, struct kl_lockstat_options *o)
 int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
 {
 	struct kl_lockstat_options o = { 0 };
-	char word[32];
+	char word[KL_LOCKSTAT_MATCH_MAX + 16];   /* "caller=" and a pattern */
 
 	*opt = o;
 	while (*s != '\0') {

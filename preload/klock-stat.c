@@ -67,6 +67,9 @@
  * how often it looks. */
 #define SNAPSHOT_WAIT_MS 10000u
 #define SNAPSHOT_POLL_MS 10u
+/* Longest -L/-F pattern with its NUL (KL_LOCKSTAT_MATCH_MAX in <klock/lockstat.h>:
+ * klock-stat does not include the library's headers). */
+#define MATCH_MAX 64
 /* The attach channel's abstract socket name (locks/lockstat.c: LS_ATTACH_NAME). */
 #define ATTACH_NAME "klock-lockstat.%ld"
 /* Longest -d window (a day). */
@@ -79,6 +82,8 @@ struct opts {
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
 	long attach;             /* --attach PID; 0: run a command */
+	bool avg;                /* --sort avg */
+	const char *lock_match, *caller_match;   /* -L, -F */
 };
 
 /* The command being run, and klock-stat's ends of its channels. */
@@ -106,7 +111,10 @@ static void usage(FILE *f)
 	      "lock. The exit status is the command's.\n"
 	      "  -o, --output FILE    write the report to FILE (default: standard error)\n"
 	      "  -j, --json           JSON: {\"klock_stat\":1, \"processes\":[{\"pid\":..,\"report\":..}]}\n"
-	      "  -s, --sort KEY       rank locks by wait time (time, the default) or by count\n"
+	      "  -s, --sort KEY       rank by total wait time (time, the default), count, or\n"
+	      "                       average wait (avg)\n"
+	      "  -L, --lock PATTERN   only locks whose name or address matches (fnmatch glob)\n"
+	      "  -F, --function PAT   only call sites in functions that match (fnmatch glob)\n"
 	      "  -n, --top N          at most N locks per section\n"
 	      "  -l, --locks          one row per lock, no per-caller rows\n"
 	      "  -M, --merge          one row per array of static locks (name[*])\n"
@@ -142,13 +150,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "duration", required_argument, NULL, 'd' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
 		{ "attach", required_argument, NULL, 'A' },
+		{ "lock", required_argument, NULL, 'L' }, { "function", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
 	long n;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+o:js:n:laMmHd:r:p:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:js:n:laMmHL:F:d:r:p:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'j': o->json = true; break;
@@ -164,12 +173,21 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'm': o->merge_callers = true; break;
 		case 'H': o->hist = true; break;
+		case 'L':
+		case 'F':
+			if (strlen(optarg) >= MATCH_MAX || strpbrk(optarg, ", ") != NULL)
+				die("--lock/--function: a pattern of at most 63 characters, without "
+				    "commas or spaces: '%s'", optarg);
+			*(c == 'L' ? &o->lock_match : &o->caller_match) = optarg;
+			break;
 		case 'r': o->rwlock = optarg; break;
 		case 'p': o->preload = optarg; break;
 		case 's':
-			if (strcmp(optarg, "count") != 0 && strcmp(optarg, "time") != 0)
-				die("--sort: expected time or count, not '%s'", optarg);
+			if (strcmp(optarg, "count") != 0 && strcmp(optarg, "time") != 0 &&
+			    strcmp(optarg, "avg") != 0)
+				die("--sort: expected time, count or avg, not '%s'", optarg);
 			o->count = strcmp(optarg, "count") == 0;
+			o->avg = strcmp(optarg, "avg") == 0;
 			break;
 		case 'n':
 			n = strtol(optarg, &end, 10);
@@ -237,7 +255,11 @@ static char *find_preload(const struct opts *o)
 static void report_options(const struct opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s,%s,%s", o->json ? "json" : "text",
-		 o->count ? "count" : "time", o->locks ? "locks" : "callers");
+		 o->avg ? "avg" : o->count ? "count" : "time", o->locks ? "locks" : "callers");
+	if (o->lock_match != NULL)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",lock=%s", o->lock_match);
+	if (o->caller_match != NULL)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",caller=%s", o->caller_match);
 	if (o->top != 0)
 		snprintf(buf + strlen(buf), len - strlen(buf), ",top=%u", o->top);
 	if (o->merge)

@@ -31,6 +31,9 @@ CHECK is one of:
           reports only the interval (target_lock's contention, before the attach, is gone;
           the elapsed time is shorter than the target's life)
 
+  filter  -L PATTERN keeps only the locks it names (target_locks[N], not target_lock),
+          -F PATTERN only the call sites in the functions it names; --sort avg is passed on
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -395,9 +398,27 @@ def check_attach(a):
     return 0
 
 
+# ---- -L / -F / --sort avg -----------------------------------------------------------------
+
+def check_filter(a):
+    rep = array_report(a, '-L', 'target_locks*', '--sort', 'avg')
+    names = [lk['name'] or '' for lk in rep['locks']]
+    if not names or not all(n.startswith('target_locks[') for n in names):
+        fail(f'-L target_locks*: other locks shown: {names}')
+    if rep['sort'] != 'avg':
+        fail(f'--sort avg: the report says sort {rep["sort"]}')
+    rep = array_report(a, '-F', 'target_wait_static', prefix='target_lock')
+    syms = [c['symbol'] or '' for c in callers(rep)]
+    if not syms or not all(s.startswith('target_wait_static+') for s in syms):
+        fail(f'-F target_wait_static: other call sites shown: {syms}')
+    print(f'ok: -L: {len(names)} rows, all target_locks[N]; -F: callers {syms}; sort avg')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist', 'attach'])
+    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
+                                      'attach', 'filter'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)

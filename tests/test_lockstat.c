@@ -765,6 +765,60 @@ static void test_lockstat_report_top_and_locks_only(void **state)
 	kl_lock_set_name(&locks[8], NULL);
 }
 
+/* -L / -F select locks and call sites by fnmatch pattern; --sort avg ranks by average
+ * wait: one long wait beats many short ones that add up to more. */
+static char *report_filtered(unsigned flags, const char *lock, const char *caller)
+{
+	struct kl_lockstat_options o = { .flags = flags };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	snprintf(o.lock_match, sizeof(o.lock_match), "%s", lock);
+	snprintf(o.caller_match, sizeof(o.caller_match), "%s", caller);
+	assert_non_null(f);
+	assert_int_equal(kl_lockstat_report(f, &o), 0);
+	fclose(f);
+	return buf;
+}
+
+static void test_lockstat_report_filters_and_ranks_by_average(void **state)
+{
+	char *r, addr[32];
+
+	(void)state;
+	for (int i = 0; i < 10; i++)
+		record_episode(&locks[9], &sites[0], 0, 0, 0, 1, 1000);      /* 10 us, avg 1 */
+	record_episode(&locks[10], (const char *)(uintptr_t)rank_site_b + 1, 0, 0, 0, 1, 5000);
+	assert_int_equal(kl_lock_set_name(&locks[9], "many_short"), 0);
+	assert_int_equal(kl_lock_set_name(&locks[10], "one_long"), 0);
+	r = report_filtered(0, "many_*", "");
+	assert_non_null(strstr(r, "many_short"));
+	assert_null(strstr(r, "one_long"));
+	free(r);
+	snprintf(addr, sizeof(addr), "0x%lx", (unsigned long)(uintptr_t)&locks[10]);
+	r = report_filtered(0, addr, "");              /* by address */
+	assert_non_null(strstr(r, "one_long"));
+	assert_null(strstr(r, "many_short"));
+	free(r);
+	r = report_filtered(0, "", "rank_site_*");     /* by function */
+	assert_non_null(strstr(r, "one_long"));
+	assert_null(strstr(r, "many_short"));
+	free(r);
+	r = report_string(0, 0);                       /* by total: many_short first */
+	assert_true(strstr(r, "many_short") < strstr(r, "one_long"));
+	free(r);
+	r = report_string(KL_LOCKSTAT_BY_AVG, 0);
+	assert_true(strstr(r, "one_long") < strstr(r, "many_short"));
+	free(r);
+	r = report_string(KL_LOCKSTAT_BY_AVG | KL_LOCKSTAT_JSON, 0);
+	assert_non_null(strstr(r, "\"sort\": \"avg\""));
+	assert_true(strstr(r, "one_long") < strstr(r, "many_short"));
+	free(r);
+	kl_lock_set_name(&locks[9], NULL);
+	kl_lock_set_name(&locks[10], NULL);
+}
+
 /* ---- fork -------------------------------------------------------------------------------- */
 
 static void *fork_recorder(void *arg)
@@ -873,6 +927,14 @@ static void test_lockstat_options_parse(void **state)
 	assert_int_equal(o.flags, 0);
 	assert_int_equal(kl_lockstat_options_parse("hist", &o), 0);
 	assert_int_equal(o.flags, KL_LOCKSTAT_HIST);
+	assert_int_equal(kl_lockstat_options_parse("avg,lock=item_*,caller=do_*", &o), 0);
+	assert_int_equal(o.flags, KL_LOCKSTAT_BY_AVG);
+	assert_string_equal(o.lock_match, "item_*");
+	assert_string_equal(o.caller_match, "do_*");
+	assert_int_equal(kl_lockstat_options_parse("count,avg", &o), 0);
+	assert_int_equal(o.flags, KL_LOCKSTAT_BY_AVG);
+	assert_int_equal(kl_lockstat_options_parse("lock=0123456789012345678901234567890123456789"
+						   "012345678901234567890123456789", &o), EINVAL);
 	assert_int_equal(kl_lockstat_options_parse("bogus", &o), EINVAL);
 	assert_int_equal(o.flags, 0);
 	assert_int_equal(kl_lockstat_options_parse("top=", &o), EINVAL);
@@ -905,6 +967,7 @@ int main(void)
 		T(test_lockstat_empty_json_report_parses),
 		T(test_lockstat_report_ranks_by_time_or_count),
 		T(test_lockstat_report_top_and_locks_only),
+		T(test_lockstat_report_filters_and_ranks_by_average),
 		T(test_lockstat_fork_child_can_report),
 		T(test_lockstat_hold_times_follow_the_build),
 		cmocka_unit_test(test_lockstat_options_parse),

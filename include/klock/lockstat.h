@@ -131,10 +131,19 @@ KL_API void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *snap);
 #define KL_LOCKSTAT_MERGE (1u << 3)     /* one row per array of static locks (-M) */
 #define KL_LOCKSTAT_MERGE_CALLERS (1u << 4)  /* one caller row per function (-m) */
 #define KL_LOCKSTAT_HIST (1u << 5)      /* a log2 histogram of wait times per lock (-H) */
+#define KL_LOCKSTAT_BY_AVG (1u << 6)    /* rank by average wait (or hold), not total time */
+
+/* Longest -L/-F pattern, with its terminating NUL. */
+#define KL_LOCKSTAT_MATCH_MAX 64
 
 struct kl_lockstat_options {
 	unsigned flags;   /* KL_LOCKSTAT_* */
 	unsigned top;     /* show at most this many locks per section (0: all) */
+	/* fnmatch(3) patterns, "" for all: only locks whose label (as printed, or the
+	 * address "0x...") matches, only call sites whose label or function matches. The
+	 * header's totals stay the whole process's. */
+	char lock_match[KL_LOCKSTAT_MATCH_MAX];
+	char caller_match[KL_LOCKSTAT_MATCH_MAX];
 };
 
 /**
@@ -154,10 +163,11 @@ KL_API int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapsho
 
 /**
  * kl_lockstat_options_parse - parse a comma-separated option list into @opt:
- *   json | text, time | count, locks | callers, merge, merge_callers, hist, top=N
+ *   json | text, time | count | avg, locks | callers, merge, merge_callers, hist, top=N,
+ *   lock=PATTERN, caller=PATTERN
  * ("1" alone means the defaults). This is the syntax of KLOCK_LOCKSTAT and of klock-stat.
- * Returns 0, or EINVAL for an unknown word or a bad number (@opt is then left at its
- * defaults).
+ * Returns 0, or EINVAL for an unknown word, a bad number or a pattern longer than
+ * KL_LOCKSTAT_MATCH_MAX - 1 (@opt is then left at its defaults).
  */
 KL_API int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
 	KL_NONNULL(1, 2);
