@@ -6,10 +6,12 @@
  * WHAT IS RECORDED. Every lock brackets a slow-path episode with kli_wait_begin/spin/
  * sleep/end (hooks.h). While recording, kli_wait_end() hands the finished episode here:
  * one contended (or failed) acquisition with its spin phases, sleeps and times, keyed by
- * (lock address, call site, lock kind, read/write side). Builds with -Dlockstat_hold=true
- * also feed every acquisition and its hold time from the fast-path hooks. Uncontended
- * acquisitions never reach this file: the fast path has no lockstat code, and with
- * lockstat compiled in but stopped a slow path pays one relaxed load of kli_lockstat.on.
+ * (lock address, call site, lock kind, read/write side) and counted in the key's log2
+ * histogram of wait times (KL_LOCKSTAT_HIST_BUCKETS buckets, for lockstat -H's report).
+ * Builds with -Dlockstat_hold=true also feed every acquisition and its hold time (total,
+ * longest, shortest) from the fast-path hooks. Uncontended acquisitions never reach this
+ * file: the fast path has no lockstat code, and with lockstat compiled in but stopped a
+ * slow path pays one relaxed load of kli_lockstat.on.
  *
  * PER-THREAD TABLES. Each thread that records owns a struct kli_ls_table, reached from its
  * registry record (kli_thread.lockstat), mmap()ed on its first recorded episode (never
@@ -79,8 +81,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <klock/lockstat.h>
@@ -104,6 +109,11 @@
 #define LS_STAT_NUM_THREADS 20
 /* The per-thread pointer while its table is being allocated. */
 #define LS_ALLOCATING ((struct kli_ls_table *)(uintptr_t)1)
+/* The attach channel: the abstract Unix socket "\0klock-lockstat.<pid>" (klock-stat.c
+ * builds the same name). */
+#define LS_ATTACH_NAME "klock-lockstat.%ld"
+/* Longest attach request line ("report <options>"). */
+#define LS_ATTACH_LINE 256
 /* The control thread's stack: a report (stdio, labels, ELF lookups) and no more. */
 #define LS_CTL_STACK (256u * 1024u)
 
@@ -169,18 +179,28 @@ static struct {
 	int ctl_fd;                    /* KLOCK_LOCKSTAT_CTL (control thread), or 0 */
 	_Atomic bool ctl_claimed;      /* a control thread was started (or refused) */
 	_Atomic bool ctl_running;      /* the control thread exists (not one of T) */
+	int attach_fd;                 /* the attach channel's listening socket, or -1 */
 	struct kli_wordlock out_lock;  /* one report written at a time */
 	dev_t exit_dev;                /* the file exit_fd named at load (fstat) */
 	ino_t exit_ino;
 	pid_t pid;                     /* the process that started it (fork children skip) */
 } ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT, .exit_fd = -1,
+	.attach_fd = -1,
 	.out_lock = KLI_WORDLOCK_INIT };
 
 /* ---- fields and hashing ----------------------------------------------------------- */
 
 static inline bool ls_field_is_max(unsigned f)
 {
-	return f == KLI_LS_WAIT_MAX || f == KLI_LS_HOLD_MAX;
+	return f == KLI_LS_WAIT_MAX || f == KLI_LS_HOLD_MAX || f == KLI_LS_HOLD_MINV;
+}
+
+/* The histogram bucket of a wait of @ns: floor(log2(ns)), the last bucket open-ended. */
+static inline unsigned ls_hist_bucket(uint64_t ns)
+{
+	unsigned b = ns != 0 ? 63u - (unsigned)__builtin_clzll(ns) : 0u;
+
+	return b < KL_LOCKSTAT_HIST_BUCKETS ? b : KL_LOCKSTAT_HIST_BUCKETS - 1u;
 }
 
 static inline uint64_t ls_hash(const void *lock, const void *site, uint32_t kf)
@@ -423,6 +443,7 @@ void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 		ls_add(e, KLI_LS_SLEEP_NS, ep->sleep_ns);
 		ls_add(e, KLI_LS_WAIT_NS, ep->wait_ns);
 		ls_max(e, KLI_LS_WAIT_MAX, ep->wait_ns);
+		ls_add(e, KLI_LS_HIST + ls_hist_bucket(ep->wait_ns), 1);
 	}
 	ls_table_leave(t);
 }
@@ -502,6 +523,7 @@ void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
 
 			ls_add(e, KLI_LS_HOLD_NS, held);
 			ls_max(e, KLI_LS_HOLD_MAX, held);
+			ls_max(e, KLI_LS_HOLD_MINV, ~held);
 		}
 	}
 	ls_table_leave(t);
@@ -728,6 +750,10 @@ static void ls_atfork_child(void)
 	atomic_store_explicit(&ls.out_lock.v, 0, memory_order_relaxed);
 	atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
 	atomic_store_explicit(&ls.ctl_claimed, false, memory_order_relaxed);
+	if (ls.attach_fd >= 0) {   /* the parent's channel: the child makes its own */
+		close(ls.attach_fd);
+		ls.attach_fd = -1;
+	}
 	for (struct kli_thread *th = kli_thread_first(); th != NULL; th = th->all_next) {
 		struct kli_ls_table *t = atomic_load_explicit(&th->lockstat,
 							      memory_order_relaxed);
@@ -915,7 +941,9 @@ static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
 			.sleep_ns = r->v[KLI_LS_SLEEP_NS], .wait_ns = r->v[KLI_LS_WAIT_NS],
 			.wait_max_ns = r->v[KLI_LS_WAIT_MAX], .hold_ns = r->v[KLI_LS_HOLD_NS],
 			.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
+			.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
 		};
+		memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
 		s->wait_ns += o->wait_ns;
 		s->contended += o->contended;
 		s->failed += o->failed;
@@ -1106,33 +1134,145 @@ static void *ls_ctl_main(void *arg)
 	return NULL;
 }
 
-void kli_lockstat_ctl_start(kli_thread_create_fn create)
+/*
+ * THE ATTACH CHANNEL (klock-stat --attach PID): a process started with KLOCK_LOCKSTAT set
+ * but not by klock-stat (no KLOCK_LOCKSTAT_CTL) listens on the abstract Unix socket
+ * "\0klock-lockstat.<pid>" from its control thread (started as above, at the first
+ * pthread_create). Abstract: no file to create or clean up, gone with the process. Only
+ * a peer of the same effective user id (or root) is served (SO_PEERCRED); one request
+ * line per connection:
+ *   "reset"             kl_lockstat_reset(); answers "ok\n"
+ *   "report [OPTIONS]"  the report of what was recorded since (OPTIONS: the
+ *                       KLOCK_LOCKSTAT syntax; default: the KLOCK_LOCKSTAT options)
+ *   "snapshot [OPTIONS]" the report, then a reset (an interval, with no gap between)
+ * No signal handler is installed: the program keeps SIGUSR1/SIGUSR2 to itself.
+ */
+static int ls_attach_listen(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, LS_ATTACH_NAME,
+			 (long)getpid());
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) != 0 ||
+	    listen(fd, 1) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool ls_attach_peer_ok(int c)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	return getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 &&
+	       (cr.uid == 0 || cr.uid == geteuid());
+}
+
+/* The report with the options of @arg ("" or " OPTIONS") onto the connection @c. */
+static void ls_attach_report(int c, const char *arg)
+{
+	struct kl_lockstat_options o = ls.exit_opt;
+	int d = dup(c);
+	FILE *f = d >= 0 ? fdopen(d, "w") : NULL;
+
+	if (arg[0] == ' ' && kl_lockstat_options_parse(arg + 1, &o) != 0)
+		o = ls.exit_opt;
+	if (f == NULL) {
+		if (d >= 0)
+			close(d);
+		return;
+	}
+	kl_lockstat_report(f, &o);
+	fclose(f);
+}
+
+static void ls_attach_serve(int c)
+{
+	char line[LS_ATTACH_LINE];
+	size_t n = 0;
+
+	while (n + 1 < sizeof(line) && read(c, line + n, 1) == 1 && line[n] != '\n')
+		n++;
+	line[n] = '\0';
+	if (strcmp(line, "reset") == 0) {
+		kl_lockstat_reset();
+		ls_write_all(c, "ok\n", 3);
+	} else if (strncmp(line, "report", 6) == 0) {
+		ls_attach_report(c, line + 6);
+	} else if (strncmp(line, "snapshot", 8) == 0) {
+		ls_attach_report(c, line + 8);
+		kl_lockstat_reset();
+	}
+}
+
+static void *ls_attach_main(void *arg)
+{
+	int l = (int)(intptr_t)arg;
+
+	for (;;) {
+		int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+
+		if (c < 0 && (errno == EINTR || errno == ECONNABORTED))
+			continue;
+		if (c < 0)
+			break;
+		if (ls_attach_peer_ok(c))
+			ls_attach_serve(c);
+		close(c);
+	}
+	atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
+	return NULL;
+}
+
+/* KLOCK_LOCKSTAT_CTL's pipe (klock-stat runs the command), or the attach channel
+ * (KLOCK_LOCKSTAT set at load without it); NULL: neither. */
+static void *(*ls_ctl_choose(void **arg))(void *)
 {
 	const char *v = getenv("KLOCK_LOCKSTAT_CTL");
-	sigset_t all, old;
-	pthread_attr_t at;
-	pthread_t t;
 	struct stat st;
 	char *end;
 	long fd;
 
-	if (kl_likely(atomic_load_explicit(&ls.ctl_claimed, memory_order_relaxed)) ||
-	    v == NULL || v[0] == '\0' ||
-	    atomic_exchange_explicit(&ls.ctl_claimed, true, memory_order_relaxed))
-		return;
+	if (v == NULL || v[0] == '\0') {
+		if (ls.pid == 0 || (ls.attach_fd = ls_attach_listen()) < 0)
+			return NULL;
+		*arg = (void *)(intptr_t)ls.attach_fd;
+		return ls_attach_main;
+	}
 	fd = strtol(v, &end, 10);
 	if (*end != '\0' || fd <= 0 || fd > INT_MAX || fstat((int)fd, &st) != 0 ||
 	    !S_ISFIFO(st.st_mode))
-		return;
+		return NULL;
 	ls.ctl_fd = (int)fd;
-	if (pthread_attr_init(&at) != 0)
+	*arg = NULL;
+	return ls_ctl_main;
+}
+
+void kli_lockstat_ctl_start(kli_thread_create_fn create)
+{
+	void *(*fn)(void *), *arg = NULL;
+	sigset_t all, old;
+	pthread_attr_t at;
+	pthread_t t;
+
+	if (kl_likely(atomic_load_explicit(&ls.ctl_claimed, memory_order_relaxed)) ||
+	    atomic_exchange_explicit(&ls.ctl_claimed, true, memory_order_relaxed))
+		return;
+	fn = ls_ctl_choose(&arg);
+	if (fn == NULL || pthread_attr_init(&at) != 0)
 		return;
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&at, LS_CTL_STACK);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_store_explicit(&ls.ctl_running, true, memory_order_relaxed);
-	if (create(&t, &at, ls_ctl_main, NULL) != 0)
+	if (create(&t, &at, fn, arg) != 0)
 		atomic_store_explicit(&ls.ctl_running, false, memory_order_relaxed);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&at);
@@ -1188,7 +1328,8 @@ void kli_lockstat_init(void)
 		return;
 	if (strcmp(v, "1") != 0 && kl_lockstat_options_parse(v, &ls.exit_opt) != 0)
 		fprintf(stderr, "klock: KLOCK_LOCKSTAT=%s: expected 1 or a list of "
-			"json,text,time,count,locks,callers,top=N; using the defaults\n", v);
+			"json,text,time,count,avg,locks,callers,merge,merge_callers,hist,top=N,"
+			"lock=PAT,caller=PAT; using the defaults\n", v);
 	ls_exit_file();
 	ls_exit_fd();
 	ls.pid = getpid();

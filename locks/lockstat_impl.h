@@ -9,6 +9,8 @@
 
 #include <pthread.h>
 
+#include <klock/lockstat.h>
+
 #include "hooks.h"
 
 /* Slots in a thread's table (a power of two). */
@@ -19,7 +21,8 @@
 /* Locks a thread may hold at once and still have their hold times measured. */
 #define KLI_LS_HELD_MAX 32u
 
-/* The counters of one (lock, site, kind, side) key. Sums, except the *_MAX fields. */
+/* The counters of one (lock, site, kind, side) key. Sums, except the *_MAX fields, which
+ * merge as maxima (HOLD_MINV too: it holds ~shortest hold, so 0 means none yet). */
 enum kli_ls_field {
 	KLI_LS_CONTENDED,   /* episodes that ended in an acquisition */
 	KLI_LS_FAILED,      /* episodes that ended without one (try/timed gave up) */
@@ -32,7 +35,9 @@ enum kli_ls_field {
 	KLI_LS_ACQUIRED,    /* every acquisition (hold builds) */
 	KLI_LS_HOLD_NS,
 	KLI_LS_HOLD_MAX,
-	KLI_LS_NFIELDS
+	KLI_LS_HOLD_MINV,   /* ~(shortest hold): the max of ~x is the min of x */
+	KLI_LS_HIST,        /* KL_LOCKSTAT_HIST_BUCKETS wait counts by log2(ns) from here */
+	KLI_LS_NFIELDS = KLI_LS_HIST + KL_LOCKSTAT_HIST_BUCKETS
 };
 
 /* The key's third part: the lock kind, plus this bit for the shared (read) side. */

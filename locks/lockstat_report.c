@@ -9,13 +9,15 @@
  *   Total%  Count   Time/ms  Lock  Caller
  *   an <all> row per lock, then its callers (symbol+offset), ranked by time or count
  *   -- Summary by lock              FreeBSD LOCK_PROFILING's columns: contended, failed,
- *                                   wait, max wait, (acquired, hold, max hold)
+ *                                   wait, avg/max wait, (acquired, hold, min/avg/max hold)
+ *   -- Wait histograms (-H)         per lock, its waits by log2 of their length in ns
  * JSON: the schema in docs/lockstat.md ("klock_lockstat": KL_LOCKSTAT_SCHEMA).
  *
  * Rows are grouped by (lock type, side, lock): sort the rows by that key, then each group
  * is a contiguous run. Everything here runs at report time; nothing is on a lock path.
  */
 #include <dlfcn.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,9 @@
 #define NS_PER_S 1e9
 /* Largest top=N accepted. */
 #define TOP_MAX 1000000u
+/* Width of a -H histogram bar, and the bar itself (at least HIST_BAR characters). */
+#define HIST_BAR 40
+#define HIST_AT "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"
 
 /* An event section: which counters of a row it shows. */
 enum ls_event { EV_SPIN, EV_SLEEP, EV_HOLD, EV_COUNT };
@@ -57,16 +62,38 @@ static uint64_t ev_time(const struct kl_lockstat_row *r, enum ls_event ev)
 	return ev == EV_SPIN ? r->spin_ns : ev == EV_SLEEP ? r->sleep_ns : r->hold_ns;
 }
 
-/* The ranking key of a row in a section: time, or count with -c. */
-static uint64_t ev_key(const struct kl_lockstat_row *r, enum ls_event ev, bool by_count)
+/* How rows are ranked: total time (default), count (KL_LOCKSTAT_BY_COUNT), average time
+ * (KL_LOCKSTAT_BY_AVG). */
+enum ls_rank { RANK_TIME, RANK_COUNT, RANK_AVG };
+
+static enum ls_rank rank_of(const struct kl_lockstat_options *o)
 {
-	return by_count ? ev_count(r, ev) : ev_time(r, ev);
+	return (o->flags & KL_LOCKSTAT_BY_AVG) ? RANK_AVG :
+	       (o->flags & KL_LOCKSTAT_BY_COUNT) ? RANK_COUNT : RANK_TIME;
 }
 
-/* Summary ranking: total wait, or contended acquisitions with -c. */
-static uint64_t wait_key(const struct kl_lockstat_row *r, bool by_count)
+/* The ranking key of a row in a section. */
+static uint64_t ev_key(const struct kl_lockstat_row *r, enum ls_event ev, enum ls_rank rk)
 {
-	return by_count ? r->contended + r->failed : r->wait_ns;
+	if (rk == RANK_AVG)
+		return ev_count(r, ev) != 0 ? ev_time(r, ev) / ev_count(r, ev) : 0;
+	return rk == RANK_COUNT ? ev_count(r, ev) : ev_time(r, ev);
+}
+
+/* What a section's Total% is a share of: count when ranked by count, else time. */
+static uint64_t ev_share(const struct kl_lockstat_row *r, enum ls_event ev, enum ls_rank rk)
+{
+	return rk == RANK_COUNT ? ev_count(r, ev) : ev_time(r, ev);
+}
+
+/* Summary ranking: total wait, contended acquisitions, or average wait. */
+static uint64_t wait_key(const struct kl_lockstat_row *r, enum ls_rank rk)
+{
+	uint64_t waits = r->contended + r->failed;
+
+	if (rk == RANK_AVG)
+		return waits != 0 ? r->wait_ns / waits : 0;
+	return rk == RANK_COUNT ? waits : r->wait_ns;
 }
 
 /* ---- grouping ------------------------------------------------------------------------- */
@@ -114,6 +141,10 @@ static void row_add(struct kl_lockstat_row *g, const struct kl_lockstat_row *r)
 		g->wait_max_ns = r->wait_max_ns;
 	if (r->hold_max_ns > g->hold_max_ns)
 		g->hold_max_ns = r->hold_max_ns;
+	if (r->hold_min_ns != 0 && (g->hold_min_ns == 0 || r->hold_min_ns < g->hold_min_ns))
+		g->hold_min_ns = r->hold_min_ns;
+	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
+		g->wait_hist[b] += r->wait_hist[b];
 }
 
 /* A lock's rows: sorted[first .. first + n), with their total. */
@@ -391,7 +422,7 @@ static void text_row(FILE *f, double pct, uint64_t count, uint64_t ns, const cha
 
 /* The caller rows of group @g in section @ev, ranked. */
 static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
-			enum ls_event ev, bool by_count, uint64_t total, const char *lock,
+			enum ls_event ev, enum ls_rank rk, uint64_t total, const char *lock,
 			bool fold)
 {
 	struct caller_sort *c = calloc(g->n, sizeof(*c));
@@ -406,13 +437,14 @@ static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		const struct kl_lockstat_row *r = sorted[g->first + i];
 
 		if (ev_count(r, ev) != 0)
-			c[n++] = (struct caller_sort){ r, ev_key(r, ev, by_count) };
+			c[n++] = (struct caller_sort){ r, ev_key(r, ev, rk) };
 	}
 	qsort(c, n, sizeof(*c), cmp_caller);
 	for (size_t i = 0; i < n; i++) {
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
 		fold_label(label, fold);
-		text_row(f, total != 0 ? 100.0 * (double)c[i].key / (double)total : 0.0,
+		text_row(f, total != 0 ? 100.0 * (double)ev_share(c[i].row, ev, rk) /
+						 (double)total : 0.0,
 			 ev_count(c[i].row, ev), ev_time(c[i].row, ev), lock, label);
 	}
 	free(c);
@@ -423,15 +455,15 @@ static int text_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 static int text_section(FILE *f, const struct kl_lockstat_row **sorted, struct group *g,
 			size_t ng, enum ls_event ev, const struct kl_lockstat_options *o)
 {
-	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	enum ls_rank rk = rank_of(o);
 	char lock[LABEL_MAX];
 	uint64_t total = 0;
 	size_t shown = 0;
 	int err = 0;
 
 	for (size_t i = 0; i < ng; i++) {
-		g[i].key = ev_key(&g[i].total, ev, by_count);
-		total += g[i].key;
+		g[i].key = ev_key(&g[i].total, ev, rk);
+		total += ev_share(&g[i].total, ev, rk);
 		shown += ev_count(&g[i].total, ev) != 0;
 	}
 	if (shown == 0)
@@ -447,10 +479,11 @@ static int text_section(FILE *f, const struct kl_lockstat_row **sorted, struct g
 			continue;
 		lock_label(sorted[g[i].first], lock, sizeof(lock),
 			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
-		text_row(f, total != 0 ? 100.0 * (double)g[i].key / (double)total : 0.0,
+		text_row(f, total != 0 ? 100.0 * (double)ev_share(&g[i].total, ev, rk) /
+						 (double)total : 0.0,
 			 ev_count(&g[i].total, ev), ev_time(&g[i].total, ev), lock, "<all>");
 		if (!(o->flags & KL_LOCKSTAT_LOCKS))
-			err = text_callers(f, sorted, &g[i], ev, by_count, total, lock,
+			err = text_callers(f, sorted, &g[i], ev, rk, total, lock,
 					   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
 	}
 	return err;
@@ -464,12 +497,12 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 	char lock[LABEL_MAX], type[LABEL_MAX];
 
 	for (size_t i = 0; i < ng; i++)
-		g[i].key = wait_key(&g[i].total, (o->flags & KL_LOCKSTAT_BY_COUNT) != 0);
+		g[i].key = wait_key(&g[i].total, rank_of(o));
 	qsort(g, ng, sizeof(*g), cmp_group_key);
 	fprintf(f, "\n-- Summary by lock\n\n");
 	fprintf(f, " Contended   Failed    Wait/ms AvgWait/us MaxWait/us    Spin/ms   Sleep/ms%s"
 		" Lock                   Type\n",
-		s->hold_times ? "   Acquired    Hold/ms AvgHold/us MaxHold/us" : "");
+		s->hold_times ? "   Acquired    Hold/ms MinHold/us AvgHold/us MaxHold/us" : "");
 	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
 		const struct kl_lockstat_row *t = &g[i].total;
 
@@ -485,12 +518,56 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 			(double)t->wait_max_ns / NS_PER_US, (double)t->spin_ns / NS_PER_MS,
 			(double)t->sleep_ns / NS_PER_MS);
 		if (s->hold_times)
-			fprintf(f, " %10llu %10.2f %10.1f %10.1f", (unsigned long long)t->acquisitions,
-				(double)t->hold_ns / NS_PER_MS,
+			fprintf(f, " %10llu %10.2f %10.1f %10.1f %10.1f",
+				(unsigned long long)t->acquisitions, (double)t->hold_ns / NS_PER_MS,
+				(double)t->hold_min_ns / NS_PER_US,
 				t->acquisitions != 0 ? (double)t->hold_ns / (double)t->acquisitions /
 							       NS_PER_US : 0.0,
 				(double)t->hold_max_ns / NS_PER_US);
 		fprintf(f, " %-*s %s\n", LOCK_COL, lock, type);
+	}
+}
+
+/* lockstat -H: one lock's waits by log2 of their length, a bar per bucket from the first
+ * bucket used to the last (bucket b: 2^b <= ns < 2^(b+1)). */
+static void text_hist(FILE *f, const struct kl_lockstat_row *t, const char *lock)
+{
+	uint64_t most = 0, waits = 0;
+	unsigned lo = KL_LOCKSTAT_HIST_BUCKETS, hi = 0;
+
+	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++) {
+		waits += t->wait_hist[b];
+		most = t->wait_hist[b] > most ? t->wait_hist[b] : most;
+		if (t->wait_hist[b] != 0) {
+			lo = b < lo ? b : lo;
+			hi = b;
+		}
+	}
+	if (waits == 0)
+		return;
+	fprintf(f, "\n%s (%s%s): %llu waits, max %.1f us\n", lock, t->kind,
+		t->read ? ", read" : "", (unsigned long long)waits,
+		(double)t->wait_max_ns / NS_PER_US);
+	fprintf(f, "%14s %9s  distribution\n", "ns >=", "count");
+	for (unsigned b = lo; b <= hi; b++) {
+		int bar = (int)((t->wait_hist[b] * HIST_BAR + most - 1) / most);
+
+		fprintf(f, "%14llu %9llu  |%.*s%*s|\n", 1ull << b,
+			(unsigned long long)t->wait_hist[b], bar, HIST_AT, HIST_BAR - bar, "");
+	}
+}
+
+/* "-- Wait histograms (-H)": the summary's locks, in its order. */
+static void text_hists(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
+		       size_t ng, const struct kl_lockstat_options *o)
+{
+	char lock[LABEL_MAX];
+
+	fprintf(f, "\n-- Wait histograms (log2 ns)\n");
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		text_hist(f, &g[i].total, lock);
 	}
 }
 
@@ -515,6 +592,8 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 	}
 	if (err == 0 && ng > 0)
 		text_summary(f, sorted, g, ng, s, o);
+	if (err == 0 && ng > 0 && (o->flags & KL_LOCKSTAT_HIST))
+		text_hists(f, sorted, g, ng, o);   /* g is still in the summary's order */
 	if (err == 0 && atomic_load_explicit(&kli_misuse_print, memory_order_relaxed) != NULL)
 		atomic_load_explicit(&kli_misuse_print, memory_order_relaxed)(f); /* preload */
 	return err;
@@ -552,7 +631,7 @@ static void json_opt_u64(FILE *f, const char *name, uint64_t v, bool valid, cons
 }
 
 /* The counters every lock and caller object carries (no separator after the last). */
-static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
+static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool hist)
 {
 	json_opt_u64(f, "acquisitions", r->acquisitions, hold, ", ");
 	fprintf(f, "\"contended\": %llu, \"failed\": %llu, \"spin_count\": %llu, "
@@ -563,11 +642,18 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold)
 		(unsigned long long)r->sleep_count, (unsigned long long)r->sleep_ns,
 		(unsigned long long)r->wait_ns, (unsigned long long)r->wait_max_ns);
 	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
-	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, "");
+	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, ", ");
+	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, "");
+	if (!hist)
+		return;
+	fputs(", \"wait_hist\": [", f);
+	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
+		fprintf(f, "%s%llu", b ? ", " : "", (unsigned long long)r->wait_hist[b]);
+	fputc(']', f);
 }
 
 static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
-			bool hold, bool by_count, bool fold)
+			bool hold, enum ls_rank rk, bool fold)
 {
 	struct caller_sort *c = calloc(g->n, sizeof(*c));
 	char label[LABEL_MAX];
@@ -578,7 +664,7 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		return ENOMEM;
 	for (size_t i = 0; i < g->n; i++)
 		c[i] = (struct caller_sort){ sorted[g->first + i],
-					     wait_key(sorted[g->first + i], by_count) };
+					     wait_key(sorted[g->first + i], rk) };
 	qsort(c, g->n, sizeof(*c), cmp_caller);
 	for (size_t i = 0; i < g->n; i++) {
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
@@ -589,7 +675,7 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		fputs(", \"object\": ", f);
 		json_str(f, obj);
 		fputs(", ", f);
-		json_stats(f, c[i].row, hold);
+		json_stats(f, c[i].row, hold, false);
 		fputc('}', f);
 	}
 	free(c);
@@ -609,11 +695,11 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 	fputs(", \"kind\": ", f);
 	json_str(f, g->total.kind);
 	fprintf(f, ", \"read\": %s, ", g->total.read ? "true" : "false");
-	json_stats(f, &g->total, s->hold_times);
+	json_stats(f, &g->total, s->hold_times, (o->flags & KL_LOCKSTAT_HIST) != 0);
 	fputs(", \"callers\": [", f);
 	if (!(o->flags & KL_LOCKSTAT_LOCKS))
 		err = json_callers(f, sorted, g, s->hold_times,
-				   (o->flags & KL_LOCKSTAT_BY_COUNT) != 0,
+				   rank_of(o),
 				   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
 	fputs("]}", f);
 	return err;
@@ -623,17 +709,18 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		       const struct kl_lockstat_row **sorted, struct group *g, size_t ng,
 		       const struct kl_lockstat_options *o)
 {
-	bool by_count = (o->flags & KL_LOCKSTAT_BY_COUNT) != 0;
+	static const char *const rank_names[] = { "time", "count", "avg" };
+	enum ls_rank rk = rank_of(o);
 	char comm[LABEL_MAX];
 	int err = 0;
 
 	for (size_t i = 0; i < ng; i++)
-		g[i].key = wait_key(&g[i].total, by_count);
+		g[i].key = wait_key(&g[i].total, rk);
 	qsort(g, ng, sizeof(*g), cmp_group_key);
 	fprintf(f, "{\"klock_lockstat\": %d, \"lockstat_built\": true, \"recording\": %s, "
 		"\"hold_times\": %s, \"sort\": \"%s\",\n", KL_LOCKSTAT_SCHEMA,
 		s->recording ? "true" : "false", s->hold_times ? "true" : "false",
-		by_count ? "count" : "time");
+		rank_names[rk]);
 	process_name(comm, sizeof(comm));
 	fprintf(f, "  \"pid\": %ld, \"command\": ", (long)getpid());
 	json_str(f, comm[0] != '\0' ? comm : NULL);
@@ -692,6 +779,46 @@ static struct kl_lockstat_row *merge_rows(const struct kl_lockstat_snapshot *s,
 	return m;
 }
 
+/* -L / -F: whether row @r is shown (its lock's label or address, its caller's label or
+ * function, match the patterns). */
+static bool row_shown(const struct kl_lockstat_row *r, const struct kl_lockstat_options *o)
+{
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	if (o->lock_match[0] != '\0') {
+		lock_label(r, label, sizeof(label), (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		if (fnmatch(o->lock_match, label, 0) != 0) {
+			snprintf(label, sizeof(label), "0x%lx", (unsigned long)(uintptr_t)r->lock);
+			if (fnmatch(o->lock_match, label, 0) != 0)
+				return false;
+		}
+	}
+	if (o->caller_match[0] != '\0') {
+		caller_label(r->caller, label, sizeof(label), &named, &obj);
+		if (fnmatch(o->caller_match, label, 0) == 0)
+			return true;
+		label[strcspn(label, "+")] = '\0';   /* the function alone */
+		return fnmatch(o->caller_match, label, 0) == 0;
+	}
+	return true;
+}
+
+/* Keeps the rows of sorted[0..n) that row_shown(); the new count. */
+static size_t filter_rows(const struct kl_lockstat_row **sorted, size_t n,
+			  const struct kl_lockstat_options *o)
+{
+	size_t k = 0;
+
+	if (o->lock_match[0] == '\0' && o->caller_match[0] == '\0')
+		return n;
+	for (size_t i = 0; i < n; i++)
+		if (row_shown(sorted[i], o))
+			sorted[k++] = sorted[i];
+	return k;
+}
+
 int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
 				const struct kl_lockstat_options *opt)
 {
@@ -712,6 +839,7 @@ int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapshot *s,
 				sorted[i] = &s->rows[i];
 			qsort(sorted, n, sizeof(*sorted), cmp_group);
 		}
+		n = filter_rows(sorted, n, o);
 		ng = make_groups(sorted, n, g);
 		if (o->flags & KL_LOCKSTAT_JSON)
 			err = json_report(f, s, sorted, g, ng, o);
@@ -761,15 +889,23 @@ static bool parse_word(const char *w, struct kl_lockstat_options *o)
 	else if (strcmp(w, "json") == 0)
 		o->flags |= KL_LOCKSTAT_JSON;
 	else if (strcmp(w, "time") == 0)
-		o->flags &= ~KL_LOCKSTAT_BY_COUNT;
+		o->flags &= ~(KL_LOCKSTAT_BY_COUNT | KL_LOCKSTAT_BY_AVG);
 	else if (strcmp(w, "count") == 0)
-		o->flags |= KL_LOCKSTAT_BY_COUNT;
+		o->flags = (o->flags & ~KL_LOCKSTAT_BY_AVG) | KL_LOCKSTAT_BY_COUNT;
+	else if (strcmp(w, "avg") == 0)
+		o->flags = (o->flags & ~KL_LOCKSTAT_BY_COUNT) | KL_LOCKSTAT_BY_AVG;
+	else if (strncmp(w, "lock=", 5) == 0 && strlen(w + 5) < sizeof(o->lock_match))
+		strcpy(o->lock_match, w + 5);
+	else if (strncmp(w, "caller=", 7) == 0 && strlen(w + 7) < sizeof(o->caller_match))
+		strcpy(o->caller_match, w + 7);
 	else if (strcmp(w, "locks") == 0)
 		o->flags |= KL_LOCKSTAT_LOCKS;
 	else if (strcmp(w, "merge") == 0)
 		o->flags |= KL_LOCKSTAT_MERGE;
 	else if (strcmp(w, "merge_callers") == 0)
 		o->flags |= KL_LOCKSTAT_MERGE_CALLERS;
+	else if (strcmp(w, "hist") == 0)
+		o->flags |= KL_LOCKSTAT_HIST;
 	else if (strncmp(w, "top=", 4) == 0 && w[4] >= '0' && w[4] <= '9') {
 		n = strtoul(w + 4, &end, 10);
 		if (*end != '\0' || n > TOP_MAX)
@@ -784,7 +920,7 @@ static bool parse_word(const char *w, struct kl_lockstat_options *o)
 int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
 {
 	struct kl_lockstat_options o = { 0 };
-	char word[32];
+	char word[KL_LOCKSTAT_MATCH_MAX + 16];   /* "caller=" and a pattern */
 
 	*opt = o;
 	while (*s != '\0') {

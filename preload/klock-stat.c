@@ -35,9 +35,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KLOCK_STAT_LOCKSTAT
@@ -63,15 +67,23 @@
  * how often it looks. */
 #define SNAPSHOT_WAIT_MS 10000u
 #define SNAPSHOT_POLL_MS 10u
+/* Longest -L/-F pattern with its NUL (KL_LOCKSTAT_MATCH_MAX in <klock/lockstat.h>:
+ * klock-stat does not include the library's headers). */
+#define MATCH_MAX 64
+/* The attach channel's abstract socket name (locks/lockstat.c: LS_ATTACH_NAME). */
+#define ATTACH_NAME "klock-lockstat.%ld"
 /* Longest -d window (a day). */
 #define WINDOW_MAX_S 86400.0
 
 struct opts {
 	const char *output;      /* -o */
-	bool json, count, locks, all, merge, merge_callers;
+	bool json, count, locks, all, merge, merge_callers, hist;
 	double window;           /* -d: seconds; 0: the whole run */
 	unsigned top;
 	const char *mutex, *rwlock, *preload;
+	long attach;             /* --attach PID; 0: run a command */
+	bool avg;                /* --sort avg */
+	const char *lock_match, *caller_match;   /* -L, -F */
 };
 
 /* The command being run, and klock-stat's ends of its channels. */
@@ -94,21 +106,29 @@ struct report {
 static void usage(FILE *f)
 {
 	fputs("usage: klock-stat [options] [--] command [args...]\n"
+	      "       klock-stat [options] --attach PID\n"
 	      "Runs command with klock's locks in place of its pthread locks (libklock-preload)\n"
 	      "and prints klock's lockstat report for every process of it that waited for a\n"
 	      "lock. The exit status is the command's.\n"
 	      "  -o, --output FILE    write the report to FILE (default: standard error)\n"
 	      "  -j, --json           JSON: {\"klock_stat\":1, \"processes\":[{\"pid\":..,\"report\":..}]}\n"
-	      "  -s, --sort KEY       rank locks by wait time (time, the default) or by count\n"
+	      "  -s, --sort KEY       rank by total wait time (time, the default), count, or\n"
+	      "                       average wait (avg)\n"
+	      "  -L, --lock PATTERN   only locks whose name or address matches (fnmatch glob)\n"
+	      "  -F, --function PAT   only call sites in functions that match (fnmatch glob)\n"
 	      "  -n, --top N          at most N locks per section\n"
 	      "  -l, --locks          one row per lock, no per-caller rows\n"
 	      "  -M, --merge          one row per array of static locks (name[*])\n"
 	      "  -m, --merge-callers  one caller row per function\n"
+	      "  -H, --histogram      a log2 histogram of each lock's wait times\n"
 	      "  -a, --all            also report processes that never waited\n"
 	      "  -d, --duration SECS  report the first SECS seconds only (the command runs on)\n"
 	      "      --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
 	      "  -r, --rwlock IMPL    KLOCK_RWLOCK for the command: rwlock, pcpu_rwsem, pthread\n"
 	      "  -p, --preload PATH   the interposer library to use\n"
+	      "      --attach PID     profile a running process started under the interposer\n"
+	      "                       with KLOCK_LOCKSTAT set, from now for -d SECS or until\n"
+	      "                       SIGINT/SIGTERM (its data is reset when klock-stat attaches)\n"
 	      "  -h, --help           this text\n", f);
 }
 
@@ -127,16 +147,18 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "sort", required_argument, NULL, 's' }, { "top", required_argument, NULL, 'n' },
 		{ "locks", no_argument, NULL, 'l' }, { "all", no_argument, NULL, 'a' },
 		{ "mutex", required_argument, NULL, 'X' }, { "merge", no_argument, NULL, 'M' },
-		{ "merge-callers", no_argument, NULL, 'm' },
+		{ "merge-callers", no_argument, NULL, 'm' }, { "histogram", no_argument, NULL, 'H' },
 		{ "duration", required_argument, NULL, 'd' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
+		{ "attach", required_argument, NULL, 'A' },
+		{ "lock", required_argument, NULL, 'L' }, { "function", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
 	long n;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+o:js:n:laMmd:r:p:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:js:n:laMmHL:F:d:r:p:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'j': o->json = true; break;
@@ -151,18 +173,33 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				die("--duration: not a number of seconds: '%s'", optarg);
 			break;
 		case 'm': o->merge_callers = true; break;
+		case 'H': o->hist = true; break;
+		case 'L':
+		case 'F':
+			if (strlen(optarg) >= MATCH_MAX || strpbrk(optarg, ", ") != NULL)
+				die("--lock/--function: a pattern of at most 63 characters, without "
+				    "commas or spaces: '%s'", optarg);
+			*(c == 'L' ? &o->lock_match : &o->caller_match) = optarg;
+			break;
 		case 'r': o->rwlock = optarg; break;
 		case 'p': o->preload = optarg; break;
 		case 's':
-			if (strcmp(optarg, "count") != 0 && strcmp(optarg, "time") != 0)
-				die("--sort: expected time or count, not '%s'", optarg);
+			if (strcmp(optarg, "count") != 0 && strcmp(optarg, "time") != 0 &&
+			    strcmp(optarg, "avg") != 0)
+				die("--sort: expected time, count or avg, not '%s'", optarg);
 			o->count = strcmp(optarg, "count") == 0;
+			o->avg = strcmp(optarg, "avg") == 0;
 			break;
 		case 'n':
 			n = strtol(optarg, &end, 10);
 			if (*optarg == '\0' || *end != '\0' || n < 0 || n > INT_MAX)
 				die("--top: not a count: '%s'", optarg);
 			o->top = (unsigned)n;
+			break;
+		case 'A':
+			o->attach = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || o->attach <= 0 || o->attach > INT_MAX)
+				die("--attach: not a process id: '%s'", optarg);
 			break;
 		case 'h':
 			usage(stdout);
@@ -172,7 +209,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			exit(127);
 		}
 	}
-	if (optind >= argc) {
+	if (o->attach != 0 && optind < argc)
+		die("--attach: a command was given too ('%s')", argv[optind]);
+	if (optind >= argc && o->attach == 0) {
 		usage(stderr);
 		exit(127);
 	}
@@ -213,6 +252,25 @@ static char *find_preload(const struct opts *o)
 	return NULL;
 }
 
+/* The report options in the KLOCK_LOCKSTAT syntax. */
+static void report_options(const struct opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s,%s,%s", o->json ? "json" : "text",
+		 o->avg ? "avg" : o->count ? "count" : "time", o->locks ? "locks" : "callers");
+	if (o->lock_match != NULL)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",lock=%s", o->lock_match);
+	if (o->caller_match != NULL)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",caller=%s", o->caller_match);
+	if (o->top != 0)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",top=%u", o->top);
+	if (o->merge)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",merge");
+	if (o->merge_callers)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",merge_callers");
+	if (o->hist)
+		snprintf(buf + strlen(buf), len - strlen(buf), ",hist");
+}
+
 static void set_env(const struct opts *o, const char *preload, const char *dir, int fd,
 		    int ctl)
 {
@@ -224,14 +282,7 @@ static void set_env(const struct opts *o, const char *preload, const char *dir, 
 	else
 		snprintf(buf, sizeof(buf), "%s", preload);
 	setenv("LD_PRELOAD", buf, 1);
-	snprintf(buf, sizeof(buf), "%s,%s,%s", o->json ? "json" : "text",
-		 o->count ? "count" : "time", o->locks ? "locks" : "callers");
-	if (o->top != 0)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",top=%u", o->top);
-	if (o->merge)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge");
-	if (o->merge_callers)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",merge_callers");
+	report_options(o, buf, sizeof(buf));
 	setenv("KLOCK_LOCKSTAT", buf, 1);
 	snprintf(buf, sizeof(buf), "%s/ls.%%p", dir);
 	setenv("KLOCK_LOCKSTAT_FILE", buf, 1);
@@ -460,7 +511,9 @@ static struct report *report_of(struct report *r, size_t *n, long pid)
 
 /* The records of the shared report file (lockstat.c's ls_exit_report_fd(): a header
  * line "klock-lockstat pid=P bytes=N", then N bytes); a later record of a process
- * replaces an earlier one. */
+ * replaces an earlier one - except with -d (@limit > 0), where a process that lived past
+ * the window wrote its snapshot first and may already have added its exit record by the
+ * time the window's end was measured: its first record is kept. */
 static size_t parse_records(const char *path, struct report *r, size_t n, off_t limit)
 {
 	char *all = slurp(path), *p = all, *nl;
@@ -478,6 +531,10 @@ static size_t parse_records(const char *path, struct report *r, size_t n, off_t 
 			break;   /* a torn or foreign tail: what came before still counts */
 		p = nl + 1;
 		x = report_of(r, &n, pid);
+		if (x != NULL && limit > 0 && x->text != NULL) {
+			p += len;   /* -d: a process's first record is its window snapshot */
+			continue;
+		}
 		if (x != NULL) {
 			free(x->text);
 			x->text = strndup(p, (size_t)len);
@@ -635,6 +692,97 @@ static void open_ctl(struct run_ctx *c)
 	c->ctl_w = p[1];
 }
 
+/* ---- --attach PID (locks/lockstat.c: the attach channel) -------------------------- */
+
+static volatile sig_atomic_t attach_stop;
+
+static void on_attach_stop(int sig)
+{
+	attach_stop = sig;
+}
+
+/* Sends @req to @pid's attach channel; its answer (until end-of-file) into a string. */
+static char *attach_request(long pid, const char *req)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, ATTACH_NAME, pid);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char *buf = NULL, chunk[4096];
+	size_t len = 0;
+	ssize_t r;
+	FILE *m;
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a,
+			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+					  (size_t)n)) != 0)
+		return NULL;
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
+	    (m = open_memstream(&buf, &len)) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	while ((r = read(fd, chunk, sizeof(chunk))) > 0 || (r < 0 && errno == EINTR))
+		if (r > 0)
+			fwrite(chunk, 1, (size_t)r, m);
+	fclose(m);
+	close(fd);
+	return buf;
+}
+
+/* Waits -d SECS, or (without -d) until SIGINT/SIGTERM/SIGHUP. */
+static void attach_wait(double window)
+{
+	struct sigaction st = { .sa_handler = on_attach_stop };
+	struct timespec ts = { .tv_sec = (time_t)window,
+			       .tv_nsec = (long)((window - (double)(time_t)window) * 1e9) };
+
+	sigaction(SIGINT, &st, NULL);
+	sigaction(SIGTERM, &st, NULL);
+	sigaction(SIGHUP, &st, NULL);
+	if (window > 0) {
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR && attach_stop == 0)
+			;
+		return;
+	}
+	while (attach_stop == 0)
+		pause();
+}
+
+static int attach(const struct opts *o)
+{
+	char req[PATH_MAX], pid[32];
+	struct report r = { .pid = o->attach };
+	char *cmd[] = { pid, NULL }, *ok, *text;
+	FILE *out = stderr;
+
+	snprintf(pid, sizeof(pid), "%ld", o->attach);
+	ok = attach_request(o->attach, "reset\n");
+	if (ok == NULL || strcmp(ok, "ok\n") != 0)
+		die("--attach %s: no lockstat attach channel (a process started under "
+		    "libklock-preload with KLOCK_LOCKSTAT set, that has created a thread, "
+		    "and of your user?)", pid);
+	free(ok);
+	attach_wait(o->window);
+	memcpy(req, "report ", 7);
+	report_options(o, req + 7, sizeof(req) - 8);
+	strcat(req, "\n");
+	text = attach_request(o->attach, req);
+	if (text == NULL || text[0] == '\0')
+		die("--attach %s: the process did not answer (it ended?)", pid);
+	if (o->output != NULL && (out = fopen(o->output, "w")) == NULL)
+		die("cannot write %s", o->output);
+	r.text = text;
+	r.waited = true;
+	if (o->json)
+		print_json(out, &r, 1, o, cmd, 0);
+	else
+		fputs(text, out);
+	if (out != stderr)
+		fclose(out);
+	free(text);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
@@ -643,7 +791,7 @@ int main(int argc, char **argv)
 	struct run_ctx c = { .ctl_r = -1, .ctl_w = -1 };
 	struct report *r = calloc(MAX_REPORTS, sizeof(*r));
 	int first = parse_opts(argc, argv, &o), status;
-	char *preload = find_preload(&o);
+	char *preload = o.attach != 0 ? NULL : find_preload(&o);
 	FILE *out = stderr;
 	pid_t child;
 	size_t n;
@@ -652,6 +800,10 @@ int main(int argc, char **argv)
 	if (!KLOCK_STAT_LOCKSTAT)
 		die("%s", "this klock was built with -Dlockstat=false: there is no lockstat to "
 		    "report (rebuild with -Dlockstat=true)");
+	if (o.attach != 0) {
+		free(r);
+		return attach(&o);
+	}
 	path_join(dir, sizeof(dir), tmp != NULL && tmp[0] == '/' ? tmp : "/tmp",
 		  "klock-stat.XXXXXX");
 	if (r == NULL || mkdtemp(dir) == NULL)

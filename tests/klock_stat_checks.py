@@ -22,6 +22,18 @@ CHECK is one of:
           one lock before the window closes and another after (it waits for the
           window's snapshot), and only the first is in the report
 
+  hist    -H: the report carries a log2 histogram of each lock's waits: target_lock's one
+          wait is in the bucket of its length (JSON wait_hist), and the text report draws it
+
+  attach  klock-stat --attach PID on a target started under the interposer with
+          KLOCK_LOCKSTAT set (not by klock-stat): the attach channel answers a raw "report"
+          with the target's contention so far; klock-stat --attach -d resets at attach and
+          reports only the interval (target_lock's contention, before the attach, is gone;
+          the elapsed time is shorter than the target's life)
+
+  filter  -L PATTERN keeps only the locks it names (target_locks[N], not target_lock),
+          -F PATTERN only the call sites in the functions it names; --sort avg is passed on
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -292,9 +304,121 @@ def check_window(a):
     return 0
 
 
+# ---- -H ---------------------------------------------------------------------------------
+
+def run_text(a, cmd, env, *opts):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, 'r.txt')
+        p = subprocess.run(stat_cmd(a, '-o', out, *opts) + cmd, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
+        if p.returncode != 0 or not os.path.exists(out):
+            fail(f'{cmd}: klock-stat exit status {p.returncode}: '
+                 f'{p.stderr.decode(errors="replace")}')
+        with open(out) as f:
+            return f.read()
+
+
+def check_hist(a):
+    rep = run_json(a, [a.target], clean_env(), '-H')['processes'][0]['report']
+    lk = [lk for lk in rep['locks'] if lk['name'] == 'target_lock']
+    if len(lk) != 1:
+        fail(f'target_lock not in the report: {[x["name"] for x in rep["locks"]]}')
+    lk = lk[0]
+    hist = lk.get('wait_hist')
+    if not isinstance(hist, list) or len(hist) != 32:
+        fail(f'-H: no 32-bucket wait_hist on target_lock: {lk}')
+    if sum(hist) != lk['contended'] + lk['failed']:
+        fail(f'-H: the histogram does not count every wait: {hist} vs {lk}')
+    if lk['contended'] == 1:
+        b = hist.index(1)
+        if not (1 << b) <= lk['wait_max_ns'] < (1 << (b + 1)):
+            fail(f'-H: the one wait ({lk["wait_max_ns"]} ns) is in bucket {b}')
+    text = run_text(a, [a.target], clean_env(), '-H')
+    if '-- Wait histograms (log2 ns)' not in text or 'target_lock (mutex): ' not in text:
+        fail(f'-H: the text report has no histogram for target_lock:\n{text}')
+    print(f'ok: -H: target_lock wait_hist {hist[:24]}..., max wait {lk["wait_max_ns"]} ns; '
+          'text histogram drawn')
+    return 0
+
+
+# ---- --attach ---------------------------------------------------------------------------
+
+def attach_raw(pid, req):
+    import socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as so:
+        so.settimeout(TIMEOUT)
+        so.connect('\0klock-lockstat.%d' % pid)
+        so.sendall(req)
+        data = b''
+        while True:
+            b = so.recv(65536)
+            if not b:
+                return data.decode()
+            data += b
+
+
+def check_attach(a):
+    env = clean_env(LD_PRELOAD=a.preload, KLOCK_LOCKSTAT='json')
+    t0 = time.monotonic()
+    p = subprocess.Popen([a.target, '--serve'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        line = p.stdout.readline().decode()
+        if not line.startswith('ready '):
+            fail(f'the target did not start: {line!r}')
+        pid = int(line.split()[1])
+        before = json.loads(attach_raw(pid, b'report json\n'))
+        if before['pid'] != pid or not any(lk['name'] == 'target_lock' and lk['contended']
+                                           for lk in before['locks']):
+            fail(f'the attach channel\'s report lacks target_lock: {before}')
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, 'r.json')
+            q = subprocess.run([a.stat, '--attach', str(pid), '-d', '0.3', '--json', '-o', out],
+                               stderr=subprocess.PIPE, timeout=TIMEOUT)
+            if q.returncode != 0:
+                fail(f'--attach: exit status {q.returncode}: {q.stderr.decode()}')
+            with open(out) as f:
+                j = json.load(f)
+        life = time.monotonic() - t0
+        rep = j['processes'][0]['report']
+        if j['processes'][0]['pid'] != pid or rep['pid'] != pid:
+            fail(f'--attach: the report is not the target\'s: {j}')
+        if any(lk['name'] == 'target_lock' for lk in rep['locks']):
+            fail(f'--attach: the contention before the attach is in the interval: {rep}')
+        if not 0 < rep['elapsed_ns'] < life * 1e9:
+            fail(f'--attach: elapsed {rep["elapsed_ns"]} ns is not the interval '
+                 f'(target alive {life:.2f} s)')
+        if p.poll() is not None:
+            fail('--attach: the target ended')
+    finally:
+        p.terminate()
+        p.wait(timeout=TIMEOUT)
+    print(f'ok: --attach {pid}: raw report had target_lock; the -d 0.3 interval '
+          f'({rep["elapsed_ns"] / 1e9:.2f} s of the target\'s {life:.2f} s) does not')
+    return 0
+
+
+# ---- -L / -F / --sort avg -----------------------------------------------------------------
+
+def check_filter(a):
+    rep = array_report(a, '-L', 'target_locks*', '--sort', 'avg')
+    names = [lk['name'] or '' for lk in rep['locks']]
+    if not names or not all(n.startswith('target_locks[') for n in names):
+        fail(f'-L target_locks*: other locks shown: {names}')
+    if rep['sort'] != 'avg':
+        fail(f'--sort avg: the report says sort {rep["sort"]}')
+    rep = array_report(a, '-F', 'target_wait_static', prefix='target_lock')
+    syms = [c['symbol'] or '' for c in callers(rep)]
+    if not syms or not all(s.startswith('target_wait_static+') for s in syms):
+        fail(f'-F target_wait_static: other call sites shown: {syms}')
+    print(f'ok: -L: {len(names)} rows, all target_locks[N]; -F: callers {syms}; sort avg')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window'])
+    ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
+                                      'attach', 'filter'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)

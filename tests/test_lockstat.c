@@ -109,6 +109,12 @@ static struct kl_lockstat_row lock_total(const struct kl_lockstat_snapshot *s, c
 		t.hold_ns += r->hold_ns;
 		if (r->wait_max_ns > t.wait_max_ns)
 			t.wait_max_ns = r->wait_max_ns;
+		if (r->hold_max_ns > t.hold_max_ns)
+			t.hold_max_ns = r->hold_max_ns;
+		if (r->hold_min_ns != 0 && (t.hold_min_ns == 0 || r->hold_min_ns < t.hold_min_ns))
+			t.hold_min_ns = r->hold_min_ns;
+		for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
+			t.wait_hist[b] += r->wait_hist[b];
 	}
 	return t;
 }
@@ -294,6 +300,52 @@ static void test_lockstat_counts_match_a_scripted_pattern(void **state)
 	assert_int_equal(s.contended, 7);
 	assert_int_equal(s.dropped, 0);
 	kl_lockstat_snapshot_free(&s);
+}
+
+/* -H: every wait lands in the bucket of floor(log2(ns)); the histogram is summed over
+ * call sites and threads, and the text and JSON reports show it. */
+static void test_lockstat_wait_histogram_buckets_by_log2(void **state)
+{
+	struct kl_lockstat_snapshot s;
+	struct kl_lockstat_row t;
+	char *r;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		record_episode(&locks[2], &sites[0], 0, 1, 100, 0, 0);      /* 2^6 <= 100 < 2^7 */
+	record_episode(&locks[2], &sites[1], 0, 1, 64, 0, 0);               /* exactly 2^6 */
+	record_episode(&locks[2], &sites[1], 0, 0, 0, 1, 7300);             /* 2^12 */
+	record_episode(&locks[2], &sites[1], KLI_HF_TRY | KLI_HF_FAILED, 0, 0, 1, 1); /* 2^0 */
+	record_episode(&locks[2], &sites[0], 0, 0, 0, 1, 1ull << 40);        /* open-ended */
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	t = lock_total(&s, &locks[2]);
+	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++) {
+		uint64_t want = b == 6 ? 4 : b == 12 || b == 0 ? 1 :
+				b == KL_LOCKSTAT_HIST_BUCKETS - 1 ? 1 : 0;
+
+		assert_int_equal(t.wait_hist[b], want);
+	}
+	assert_int_equal(t.wait_max_ns, 1ull << 40);
+	kl_lockstat_snapshot_free(&s);
+	assert_int_equal(kl_lock_set_name(&locks[2], "hist_lock"), 0);
+	r = report_string(KL_LOCKSTAT_HIST, 0);
+	assert_non_null(strstr(r, "-- Wait histograms (log2 ns)"));
+	assert_non_null(strstr(r, "hist_lock (mutex): 7 waits, max 1099511627.8 us"));
+	/* ns >= bucket, count, a bar of 40 for the fullest bucket */
+	assert_non_null(strstr(r, "            64         4  |"
+				  "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|"));
+	assert_non_null(strstr(r, "          4096         1  |"
+				  "@@@@@@@@@@                              |"));
+	assert_non_null(strstr(r, "          2048         0  |"));   /* inner empty buckets shown */
+	free(r);
+	r = report_string(0, 0);
+	assert_null(strstr(r, "Wait histograms"));   /* only with -H */
+	free(r);
+	r = report_string(KL_LOCKSTAT_JSON | KL_LOCKSTAT_HIST, 0);
+	assert_non_null(strstr(r, "\"wait_hist\": [1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 1, 0"));
+	assert_true(json_valid(r));
+	free(r);
+	kl_lock_set_name(&locks[2], NULL);
 }
 
 static void test_lockstat_failed_attempt_is_not_an_acquisition(void **state)
@@ -713,6 +765,60 @@ static void test_lockstat_report_top_and_locks_only(void **state)
 	kl_lock_set_name(&locks[8], NULL);
 }
 
+/* -L / -F select locks and call sites by fnmatch pattern; --sort avg ranks by average
+ * wait: one long wait beats many short ones that add up to more. */
+static char *report_filtered(unsigned flags, const char *lock, const char *caller)
+{
+	struct kl_lockstat_options o = { .flags = flags };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	snprintf(o.lock_match, sizeof(o.lock_match), "%s", lock);
+	snprintf(o.caller_match, sizeof(o.caller_match), "%s", caller);
+	assert_non_null(f);
+	assert_int_equal(kl_lockstat_report(f, &o), 0);
+	fclose(f);
+	return buf;
+}
+
+static void test_lockstat_report_filters_and_ranks_by_average(void **state)
+{
+	char *r, addr[32];
+
+	(void)state;
+	for (int i = 0; i < 10; i++)
+		record_episode(&locks[9], &sites[0], 0, 0, 0, 1, 1000);      /* 10 us, avg 1 */
+	record_episode(&locks[10], (const char *)(uintptr_t)rank_site_b + 1, 0, 0, 0, 1, 5000);
+	assert_int_equal(kl_lock_set_name(&locks[9], "many_short"), 0);
+	assert_int_equal(kl_lock_set_name(&locks[10], "one_long"), 0);
+	r = report_filtered(0, "many_*", "");
+	assert_non_null(strstr(r, "many_short"));
+	assert_null(strstr(r, "one_long"));
+	free(r);
+	snprintf(addr, sizeof(addr), "0x%lx", (unsigned long)(uintptr_t)&locks[10]);
+	r = report_filtered(0, addr, "");              /* by address */
+	assert_non_null(strstr(r, "one_long"));
+	assert_null(strstr(r, "many_short"));
+	free(r);
+	r = report_filtered(0, "", "rank_site_*");     /* by function */
+	assert_non_null(strstr(r, "one_long"));
+	assert_null(strstr(r, "many_short"));
+	free(r);
+	r = report_string(0, 0);                       /* by total: many_short first */
+	assert_true(strstr(r, "many_short") < strstr(r, "one_long"));
+	free(r);
+	r = report_string(KL_LOCKSTAT_BY_AVG, 0);
+	assert_true(strstr(r, "one_long") < strstr(r, "many_short"));
+	free(r);
+	r = report_string(KL_LOCKSTAT_BY_AVG | KL_LOCKSTAT_JSON, 0);
+	assert_non_null(strstr(r, "\"sort\": \"avg\""));
+	assert_true(strstr(r, "one_long") < strstr(r, "many_short"));
+	free(r);
+	kl_lock_set_name(&locks[9], NULL);
+	kl_lock_set_name(&locks[10], NULL);
+}
+
 /* ---- fork -------------------------------------------------------------------------------- */
 
 static void *fork_recorder(void *arg)
@@ -768,6 +874,9 @@ static void test_lockstat_hold_times_follow_the_build(void **state)
 	if (KLOCK_LOCKSTAT_HOLD) {
 		assert_int_equal(t.acquisitions, 3);
 		assert_true(t.hold_ns >= CALIB_LOW(3 * NS_PER_MS));
+		assert_true(t.hold_min_ns >= CALIB_LOW(NS_PER_MS));   /* each slept 1 ms */
+		assert_true(t.hold_min_ns <= t.hold_max_ns);
+		assert_true(3 * t.hold_min_ns <= t.hold_ns);
 		assert_int_equal(t.contended, 0);
 	} else {
 		assert_int_equal(rows_of(&s, &l), 0);   /* uncontended: nothing to see */
@@ -816,6 +925,16 @@ static void test_lockstat_options_parse(void **state)
 	assert_int_equal(o.top, 0);
 	assert_int_equal(kl_lockstat_options_parse("json, text time", &o), 0);
 	assert_int_equal(o.flags, 0);
+	assert_int_equal(kl_lockstat_options_parse("hist", &o), 0);
+	assert_int_equal(o.flags, KL_LOCKSTAT_HIST);
+	assert_int_equal(kl_lockstat_options_parse("avg,lock=item_*,caller=do_*", &o), 0);
+	assert_int_equal(o.flags, KL_LOCKSTAT_BY_AVG);
+	assert_string_equal(o.lock_match, "item_*");
+	assert_string_equal(o.caller_match, "do_*");
+	assert_int_equal(kl_lockstat_options_parse("count,avg", &o), 0);
+	assert_int_equal(o.flags, KL_LOCKSTAT_BY_AVG);
+	assert_int_equal(kl_lockstat_options_parse("lock=0123456789012345678901234567890123456789"
+						   "012345678901234567890123456789", &o), EINVAL);
 	assert_int_equal(kl_lockstat_options_parse("bogus", &o), EINVAL);
 	assert_int_equal(o.flags, 0);
 	assert_int_equal(kl_lockstat_options_parse("top=", &o), EINVAL);
@@ -833,6 +952,7 @@ int main(void)
 		T(test_lockstat_spin_then_sleep_splits_the_wait),
 		T(test_lockstat_counts_match_a_scripted_pattern),
 		T(test_lockstat_failed_attempt_is_not_an_acquisition),
+		T(test_lockstat_wait_histogram_buckets_by_log2),
 		T(test_lockstat_stopped_records_nothing),
 		T(test_lockstat_start_and_stop_report_ealready),
 		T(test_lockstat_reset_clears_everything),
@@ -847,6 +967,7 @@ int main(void)
 		T(test_lockstat_empty_json_report_parses),
 		T(test_lockstat_report_ranks_by_time_or_count),
 		T(test_lockstat_report_top_and_locks_only),
+		T(test_lockstat_report_filters_and_ranks_by_average),
 		T(test_lockstat_fork_child_can_report),
 		T(test_lockstat_hold_times_follow_the_build),
 		cmocka_unit_test(test_lockstat_options_parse),

@@ -66,6 +66,11 @@ KL_API bool kl_lockstat_enabled(void);
 
 /* ---- reading the profile as data ----------------------------------------------------- */
 
+/* Buckets of a row's wait histogram (lockstat -H): bucket b counts the waits of w ns with
+ * 2^b <= w < 2^(b+1) (bucket 0 also takes w < 1 ns); the last is open-ended: w >= 2^31 ns
+ * (about 2.1 s). */
+#define KL_LOCKSTAT_HIST_BUCKETS 32
+
 /* One row: a (lock, call site, lock type, side) key and what was recorded for it. */
 struct kl_lockstat_row {
 	const void *lock;        /* the lock's address */
@@ -83,6 +88,9 @@ struct kl_lockstat_row {
 	uint64_t wait_max_ns;    /* longest single wait */
 	uint64_t hold_ns;        /* time held (hold-time builds only; else 0) */
 	uint64_t hold_max_ns;    /* longest hold (hold-time builds only; else 0) */
+	uint64_t hold_min_ns;    /* shortest hold (hold-time builds; 0 when none ended) */
+	uint64_t wait_hist[KL_LOCKSTAT_HIST_BUCKETS];  /* waits (contended + failed) by
+	                          * log2 of their length in ns (KL_LOCKSTAT_HIST_BUCKETS) */
 };
 
 /* Everything recorded since the last reset, merged over all threads (live and exited). */
@@ -122,10 +130,20 @@ KL_API void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *snap);
 #define KL_LOCKSTAT_JSON (1u << 2)      /* the JSON form (schema in docs/lockstat.md) */
 #define KL_LOCKSTAT_MERGE (1u << 3)     /* one row per array of static locks (-M) */
 #define KL_LOCKSTAT_MERGE_CALLERS (1u << 4)  /* one caller row per function (-m) */
+#define KL_LOCKSTAT_HIST (1u << 5)      /* a log2 histogram of wait times per lock (-H) */
+#define KL_LOCKSTAT_BY_AVG (1u << 6)    /* rank by average wait (or hold), not total time */
+
+/* Longest -L/-F pattern, with its terminating NUL. */
+#define KL_LOCKSTAT_MATCH_MAX 64
 
 struct kl_lockstat_options {
 	unsigned flags;   /* KL_LOCKSTAT_* */
 	unsigned top;     /* show at most this many locks per section (0: all) */
+	/* fnmatch(3) patterns, "" for all: only locks whose label (as printed, or the
+	 * address "0x...") matches, only call sites whose label or function matches. The
+	 * header's totals stay the whole process's. */
+	char lock_match[KL_LOCKSTAT_MATCH_MAX];
+	char caller_match[KL_LOCKSTAT_MATCH_MAX];
 };
 
 /**
@@ -145,10 +163,11 @@ KL_API int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapsho
 
 /**
  * kl_lockstat_options_parse - parse a comma-separated option list into @opt:
- *   json | text, time | count, locks | callers, merge, merge_callers, top=N
+ *   json | text, time | count | avg, locks | callers, merge, merge_callers, hist, top=N,
+ *   lock=PATTERN, caller=PATTERN
  * ("1" alone means the defaults). This is the syntax of KLOCK_LOCKSTAT and of klock-stat.
- * Returns 0, or EINVAL for an unknown word or a bad number (@opt is then left at its
- * defaults).
+ * Returns 0, or EINVAL for an unknown word, a bad number or a pattern longer than
+ * KL_LOCKSTAT_MATCH_MAX - 1 (@opt is then left at its defaults).
  */
 KL_API int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
 	KL_NONNULL(1, 2);
