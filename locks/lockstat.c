@@ -552,6 +552,7 @@ static _Atomic(struct ls_init_slot *) ls_init_tab;
 
 static struct ls_init_slot *ls_init_table(void)
 {
+	/* I2: pairs with I1 below (another thread's publication of the table) */
 	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire), *n;
 	void *p;
 
