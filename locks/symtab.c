@@ -36,7 +36,12 @@
  * known). Only an episode whose site lies in a skipped range pays anything: one
  * _Unwind_Backtrace (libgcc's unwinder: .eh_frame, no frame pointers needed, no malloc;
  * glibc >= 2.35 finds FDEs lock-free) of at most SITE_DEPTH frames; a site that does not
- * show up in the walk stays as it was.
+ * show up in the walk stays as it was. Some stacks hold no program frame at all: an
+ * allocator's lock taken at thread exit (libc's start_thread -> TSD destructors -> the
+ * allocator's cache flush) or in a constructor the loader runs. Such an episode is
+ * charged to the first frame past the allocator that is in no ALLOCATOR-class range
+ * (libc's thread-exit code, ld.so's constructor loop): the allocator is never named as
+ * the caller, and the row says which runtime path made the allocator wait.
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -259,12 +264,16 @@ const char *kli_symtab_object(const void *addr, const char *dli_fname)
 /* Allocators known to take pthread mutexes inside malloc/free, and the runtime libraries
  * between the program and its allocator (fopen -> malloc, operator new -> malloc, the
  * unwinder's own mutex) - basename prefixes. */
-static const char *const skip_default[] = {
-	"libjemalloc", "libtcmalloc", "libmimalloc", "libhoard", "libtbbmalloc",
-	"libc.so", "libstdc++", "libgcc_s", NULL,
+static const char *const skip_alloc[] = {
+	"libjemalloc", "libtcmalloc", "libmimalloc", "libhoard", "libtbbmalloc", NULL,
 };
+static const char *const skip_runtime[] = { "libc.so", "libstdc++", "libgcc_s", NULL };
 
-static struct { uintptr_t lo, hi; } skip[SKIP_MAX];
+/* What a skipped range is: a walk that finds no program frame falls back to the first
+ * frame outside the ALLOCATOR class (allocators, klock itself, KLOCK_LOCKSTAT_SKIP). */
+enum skip_class { SKIP_NONE, SKIP_RUNTIME, SKIP_ALLOCATOR };
+
+static struct { uintptr_t lo, hi; enum skip_class cls; } skip[SKIP_MAX];
 static _Atomic unsigned nskip;   /* release after skip[] is filled; acquire to read */
 
 /* Whether @base (a basename) starts with one of the comma-separated prefixes in @list. */
@@ -280,15 +289,22 @@ static bool prefix_listed(const char *base, const char *list)
 	return false;
 }
 
-static bool skipped_object(const char *name, const char *env)
+static bool name_listed(const char *base, const char *const *names)
+{
+	for (unsigned i = 0; names[i] != NULL; i++)
+		if (strncmp(base, names[i], strlen(names[i])) == 0)
+			return true;
+	return false;
+}
+
+static enum skip_class skipped_object(const char *name, const char *env)
 {
 	const char *base = strrchr(name, '/');
 
 	base = base != NULL ? base + 1 : name;
-	for (unsigned i = 0; skip_default[i] != NULL; i++)
-		if (strncmp(base, skip_default[i], strlen(skip_default[i])) == 0)
-			return true;
-	return prefix_listed(base, env);
+	if (name_listed(base, skip_alloc) || prefix_listed(base, env))
+		return SKIP_ALLOCATOR;
+	return name_listed(base, skip_runtime) ? SKIP_RUNTIME : SKIP_NONE;
 }
 
 struct skip_scan {
@@ -301,13 +317,14 @@ static int add_skipped(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct skip_scan *sc = arg;
 	struct obj_find me = { .addr = sc->self };
-	bool mine;
+	enum skip_class cls;
 
 	(void)size;
 	if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
 		return 0;   /* the program itself is never skipped */
-	mine = find_object(info, size, &me) != 0;
-	if (!mine && !skipped_object(info->dlpi_name, sc->env))
+	cls = find_object(info, size, &me) != 0 ? SKIP_ALLOCATOR :
+		skipped_object(info->dlpi_name, sc->env);
+	if (cls == SKIP_NONE)
 		return 0;
 	for (unsigned i = 0; i < info->dlpi_phnum && sc->n < SKIP_MAX; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -316,6 +333,7 @@ static int add_skipped(struct dl_phdr_info *info, size_t size, void *arg)
 			continue;
 		skip[sc->n].lo = info->dlpi_addr + ph->p_vaddr;
 		skip[sc->n].hi = skip[sc->n].lo + ph->p_memsz;
+		skip[sc->n].cls = cls;
 		sc->n++;
 	}
 	return 0;
@@ -332,18 +350,18 @@ void kli_site_skip_init(void)
 	if (e != NULL)
 		snprintf(env, sizeof(env), "%s", e);
 	dl_iterate_phdr(add_skipped, &sc);
-	/* K1: pairs with K2 in site_skipped() */
+	/* K1: pairs with K2 in site_class() */
 	atomic_store_explicit(&nskip, sc.n, memory_order_release);
 }
 
-static bool site_skipped(uintptr_t pc)
+static enum skip_class site_class(uintptr_t pc)
 {
 	unsigned n = atomic_load_explicit(&nskip, memory_order_acquire); /* K2: pairs with K1 */
 
 	for (unsigned i = 0; i < n; i++)
 		if (pc >= skip[i].lo && pc < skip[i].hi)
-			return true;
-	return false;
+			return skip[i].cls;
+	return SKIP_NONE;
 }
 
 #ifdef HAVE_UNWIND
@@ -352,6 +370,7 @@ static bool site_skipped(uintptr_t pc)
 struct site_walk {
 	uintptr_t site;    /* the recorded site (a return address into a skipped object) */
 	uintptr_t found;   /* the first frame outside the skipped objects past it */
+	uintptr_t runtime; /* the first frame past it outside the ALLOCATOR class */
 	bool passed;       /* the walk reached the recorded site */
 	unsigned depth;
 };
@@ -367,8 +386,16 @@ static _Unwind_Reason_Code site_frame(struct _Unwind_Context *ctx, void *arg)
 		w->passed = pc == w->site;
 		return _URC_NO_REASON;
 	}
-	if (site_skipped(pc))
+	switch (site_class(pc)) {
+	case SKIP_ALLOCATOR:
 		return _URC_NO_REASON;
+	case SKIP_RUNTIME:
+		if (w->runtime == 0)
+			w->runtime = pc;
+		return _URC_NO_REASON;
+	case SKIP_NONE:
+		break;
+	}
 	w->found = pc;
 	return _URC_END_OF_STACK;
 }
@@ -377,10 +404,12 @@ const void *kli_site_program(const void *site)
 {
 	struct site_walk w = { .site = (uintptr_t)site };
 
-	if (site == NULL || !site_skipped((uintptr_t)site))
+	if (site == NULL || site_class((uintptr_t)site) == SKIP_NONE)
 		return site;
 	_Unwind_Backtrace(site_frame, &w);
-	return w.found != 0 ? (const void *)w.found : site;
+	if (w.found != 0)
+		return (const void *)w.found;
+	return w.runtime != 0 ? (const void *)w.runtime : site;
 }
 #else
 const void *kli_site_program(const void *site)

@@ -11,8 +11,11 @@ CHECK is one of:
   setuid  a command that changes its user id (setpriv --reuid=nobody, as servers drop
           privileges) still gets its report (root only: skipped otherwise)
   sites   call sites are the program's: contended jemalloc arena mutexes are charged to
-          the program's function, not to libjemalloc.so.2 (skipped without jemalloc), and
-          a stripped program that rewrites argv[0] (setproctitle) is named by its file
+          the program's function, not to libjemalloc.so.2 (skipped without jemalloc); a
+          wait inside an allocator with no program frame on the stack (a TSD destructor at
+          thread exit, tests/stat_exit_shim.c) is charged to libc's thread-exit code, not
+          to the allocator; and a stripped program that rewrites argv[0] (setproctitle) is
+          named by its file
 
   names   locks in static storage are named from the symbol table (target_lock,
           target_locks[N]); -M folds the 64-mutex array into one row target_locks[*] with
@@ -51,6 +54,8 @@ SKIP = 77
 TIMEOUT = 120 * float(os.environ.get('KLTEST_SCALE', '1') or 1)
 # Runs of a contention-dependent program before concluding that it never contended.
 ATTEMPTS = 3
+# The runtime a wait with no program frame is charged to (basename prefixes).
+RUNTIME_OBJECTS = ('libc.so', 'ld-linux', 'libstdc++', 'libgcc_s')
 JEMALLOC_PATHS = ('/usr/lib/x86_64-linux-gnu/libjemalloc.so.2',
                   '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2', '/usr/lib/libjemalloc.so.2')
 
@@ -184,7 +189,15 @@ def check_jemalloc(a):
     for c in cs:
         if 'jemalloc' in (c['symbol'] or '') or 'jemalloc' in (c['object'] or ''):
             fail(f'a wait charged to jemalloc, not to the program: {c}')
-    syms = [c['symbol'] or '' for c in cs]
+    # A wait with no program frame on its stack (jemalloc's thread-exit flush, its
+    # constructor) is charged to the runtime code that called the allocator (libc, ld.so):
+    # check_exit_wait pins that case down; here only the program's own rows are checked.
+    prog = [c for c in cs if c['object'] == a.target]
+    others = [c for c in cs if c['object'] != a.target]
+    for c in others:
+        if not os.path.basename(c['object'] or '').startswith(RUNTIME_OBJECTS):
+            fail(f'a wait charged outside the program and its runtime: {c}')
+    syms = [c['symbol'] or '' for c in prog]
     mine = ('target_alloc_loop+', 'churn+', 'target_wait_static+')
     if not all(s.startswith(mine) for s in syms) or \
             not any(s.startswith(mine[:2]) for s in syms):
@@ -229,9 +242,26 @@ def check_retitled(a, tmp):
     return True
 
 
+def check_exit_wait(a):
+    skip_name = os.path.basename(a.exit_shim).split('.so')[0]
+    env = clean_env(LD_PRELOAD=a.exit_shim, KLOCK_LOCKSTAT_SKIP=skip_name)
+    j = run_json(a, [a.target, '--exit'], env)
+    cs = [c for c in callers(j['processes'][0]['report']) if c.get('contended', 0) > 0]
+    at_exit = [c for c in cs if c['object'] != a.target]
+    if len(at_exit) != 1:
+        fail(f'expected one contended wait outside the program (the exit flush): {cs}')
+    obj = os.path.basename(at_exit[0]['object'] or '')
+    if not obj.startswith(RUNTIME_OBJECTS):
+        fail(f'a wait with no program frame is charged to {obj}, not to libc: {at_exit[0]}')
+    print(f'ok: an allocator\'s wait at thread exit is charged to {obj} '
+          f'({at_exit[0]["symbol"] or at_exit[0]["caller"]})')
+    return True
+
+
 def check_sites(a):
     with tempfile.TemporaryDirectory() as tmp:
         ran = check_retitled(a, tmp)
+    ran = check_exit_wait(a) or ran
     ran = check_jemalloc(a) or ran
     return 0 if ran else SKIP
 
@@ -426,6 +456,7 @@ def main():
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
+    ap.add_argument('--exit-shim', required=True)
     a = ap.parse_args()
     sys.exit(globals()['check_' + a.check](a) or 0)
 

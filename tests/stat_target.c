@@ -4,7 +4,7 @@
  * (tests/klock_stat_checks.py). Not linked with -rdynamic: its functions are static, so
  * only the executable's own symbol table can name them.
  *
- *   stat-target [--title] [--serve] [--malloc]
+ *   stat-target [--title] [--serve] [--malloc] [--exit] [--array] [--heap] [--late]
  *
  * Always: the main thread holds `target_lock` while a worker blocks on it in
  * target_wait_static() (the main thread waits until the worker sleeps in the kernel, then
@@ -12,6 +12,9 @@
  *   --malloc  workers then churn malloc/free in target_alloc_loop(); with an allocator
  *             that guards its arenas with pthread mutexes (jemalloc, thread cache off,
  *             one arena) those mutexes are contended from inside the allocator.
+ *   --exit    (with tests/stat_exit_shim.c preloaded) then a worker exits while the main
+ *             thread holds the shim's mutex: the worker's wait happens in the shim's TSD
+ *             destructor, on a stack with no program frame (libc's thread exit).
  *   --title   then rewrites argv[] in place, as setproctitle() does.
  *   --array   then CHURN_THREADS threads lock random elements of target_locks[64] (and,
  *             every so often, the mutex inside target_obj) in target_array_loop().
@@ -201,6 +204,49 @@ static void *array_worker(void *arg)
 	return NULL;
 }
 
+/* The shim's entry points (tests/stat_exit_shim.c), looked up at run time. */
+struct exit_shim {
+	void (*hold)(int on);
+	void (*arm)(void);
+};
+static struct exit_shim exit_shim;
+
+static void *exit_worker(void *arg)
+{
+	(void)arg;
+	atomic_store(&worker_tid, (long)syscall(SYS_gettid));
+	exit_shim.arm();
+	return NULL;   /* the shim's destructor now blocks on its mutex */
+}
+
+/* A wait with no program frame on its stack: the worker blocks in the shim's TSD
+ * destructor at thread exit while the main thread holds the shim's mutex. */
+static int contend_at_exit(void)
+{
+	void *hold = dlsym(RTLD_DEFAULT, "shim_exit_hold"), *arm = dlsym(RTLD_DEFAULT,
+									  "shim_exit_arm");
+	pthread_t t;
+	int polls = 0;
+
+	if (hold == NULL || arm == NULL) {
+		fputs("target: --exit needs libstat-exit-shim preloaded\n", stderr);
+		return 1;
+	}
+	memcpy(&exit_shim.hold, &hold, sizeof(hold));
+	memcpy(&exit_shim.arm, &arm, sizeof(arm));
+	atomic_store(&worker_tid, 0);
+	exit_shim.hold(1);
+	if (pthread_create(&t, NULL, exit_worker, NULL) != 0)
+		return 1;
+	while ((atomic_load(&worker_tid) == 0 || !thread_sleeps(atomic_load(&worker_tid))) &&
+	       polls++ < POLL_MAX)
+		sleep_ms(1);
+	sleep_ms(2);
+	exit_shim.hold(0);
+	pthread_join(t, NULL);
+	return polls < POLL_MAX ? 0 : 1;
+}
+
 static int run_threads(void *(*fn)(void *))
 {
 	pthread_t t[CHURN_THREADS];
@@ -224,7 +270,7 @@ static void retitle(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0, late = 0;
+	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0, late = 0, at_exit = 0;
 
 	for (int i = 1; i < argc; i++) {
 		title |= strcmp(argv[i], "--title") == 0;
@@ -233,6 +279,7 @@ int main(int argc, char **argv)
 		array |= strcmp(argv[i], "--array") == 0;
 		heap |= strcmp(argv[i], "--heap") == 0;
 		late |= strcmp(argv[i], "--late") == 0;
+		at_exit |= strcmp(argv[i], "--exit") == 0;
 	}
 	for (int i = 0; i < ARRAY_LOCKS; i++)
 		pthread_mutex_init(&target_locks[i], NULL);
@@ -241,6 +288,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (alloc && run_threads(churn) != 0)
+		return 1;
+	if (at_exit && contend_at_exit() != 0)
 		return 1;
 	if (heap && (array_in_use = target_heap_init()) == NULL)
 		return 1;
