@@ -27,8 +27,13 @@
  * POLICY (BRAVO, Dice & Kogan, USENIX ATC 2019). The revoking writer measures the
  * revocation (membarrier + scan + waiting for the biased readers it found), cost C, and
  * sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT (KLOCK_RM_INHIBIT overrides it;
- * capped at RM_INHIBIT_MAX_NS). A reader on an unbiased, writer-free lock looks at the
- * clock every RM_REARM_READS fenced reads and, past rearm_at, re-arms (CAS UNBIASED -> 0).
+ * capped at RM_INHIBIT_MAX_NS). Every write bumps lk->writes. A reader on an unbiased,
+ * writer-free lock looks at the clock every RM_REARM_READS fenced reads; past rearm_at it
+ * re-arms (CAS UNBIASED -> 0) only if lk->writes has not moved since the window opened,
+ * else it opens a new window of N*C. So the bias comes back only after a whole window
+ * without a write: a lock written at least once per window (BRAVO's plain rule re-armed
+ * between such writes and revoked again at once - 11 k revocations/s at 1% writes on the
+ * 2-CPU VM, each one's IPIs stalling the readers) stays unbiased and pays no revocation.
  * BOUND: every revocation of cost C is followed by at least N*C of unbiased time, so
  * revocations take at most 1/(N+1) of the run time, at any write rate; reads pay the
  * fence instead only while writes keep coming. Without membarrier (fallback mode) the
@@ -49,7 +54,10 @@
  *   recycled record, so a lock write-held by a thread that exited is nobody's); lk->ovf  read holds kept in the lock (a thread
  *   with all KL_RM_SLOTS slots in use, or a parked reader admitted when its slots were full)
  *   lk->rearm_at, unbiased_at, revoke_ns, revocations: written by the revoking writer under
- *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS.
+ *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS;
+ *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
+ *   reader that found writes inside an expired window (relaxed: a lost update only shifts
+ *   the window).
  * Per thread (rm = kli_thread.rm): depth, slot[1..depth] a stack of held rmlocks (0 =
  * released out of order, compacted later), slot[0] == 0 always; unbiased_left counts the
  * fenced reads left before the next look at the re-arm clock.
@@ -81,10 +89,16 @@
  *        compiler barrier when membarrier is registered, else a seq_cst fence), loads
  *        state; revoking writer sets WRITER, D = kli_fence_heavy() (membarrier, or a seq_cst
  *        fence), loads the slots. Store-buffering: at least one side sees the other's store.
- *   B'/D' symmetric pair (unbiased lock): reader stores its slot, sees UNBIASED, B' = seq_cst
- *        fence, loads state again (that load decides); writer's claim CAS, D' = seq_cst
- *        fence, loads the slots. C11's two-fence rule: the fences are ordered in S, and the
- *        side whose fence comes second sees the other's store. I6 makes D' enough.
+ *   B'/D' pair (unbiased lock): reader stores its slot, sees UNBIASED, B' = seq_cst
+ *        fence, loads state again (that load decides); writer: D' = its claim CAS made
+ *        seq_cst (a hand-off, which has no CAS, issues a seq_cst fence instead), then the
+ *        scan's seq_cst loads of the slots. C11 (fence/seq_cst-operation rules): B' and the
+ *        CAS are ordered in S. If the CAS comes first, the reader's load after B' sees
+ *        WRITER (or later); if B' comes first, the scan's seq_cst loads, which follow the
+ *        CAS in S, see the slot. No fence instruction on the writer: on x86 the CAS is a
+ *        locked instruction and seq_cst loads are plain MOVs (an mfence less per write,
+ *        uncontended write pair 23.9 -> see docs/design-readmostly.md); on aarch64 LDAR
+ *        after the CAS's release store is ordered (RCsc). I6 makes D' enough.
  *   C/F  asymmetric pair: reader clears its slot (E), C = light fence, loads state for
  *        WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the slot before
  *        sleeping. So a sleeping writer is always woken by the reader it waits for. F stays
@@ -113,9 +127,12 @@
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
  * line and the lock's read-mostly state line. Unbiased: plus one full fence and a second
  * load, inline; every RM_REARM_READS-th goes out of line to read the clock. Revoking
- * write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 15
- * words per thread record ever created, a second pass when readers were found, two clock
- * reads. Write on an unbiased lock: a CAS, a fence and the scan (like ck_brlock's writer).
+ * write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of
+ * every thread record ever created (its depth word, then only its slots up to that
+ * depth: one load for a thread holding nothing), a second pass when readers were found,
+ * two clock reads. Write on an unbiased lock: the seq_cst claim CAS and the scan, no
+ * fence instruction (like ck_brlock's writer): 60 instructions per uncontended write
+ * pair, 139 with the fence and the 15-slot scan of each record (callgrind).
  * Policy state adds 40 bytes to the lock, written only at revocations and re-arms.
  *
  * LIMITS. Depth beyond KL_RM_SLOTS uses the shared overflow word (RMW + fence per read)
@@ -181,19 +198,46 @@ static pthread_once_t rm_once = PTHREAD_ONCE_INIT;
 
 /* ---- per-thread read holds ---------------------------------------------------------- */
 
+/* The thread's own view of its depth (only it writes depth; writers' scans use rm_held()). */
+static inline uint32_t rm_depth(const struct kl_rm_reader *r)
+{
+	return atomic_load_explicit(&r->depth, memory_order_relaxed);
+}
+
 /* Drops released (zero) slots from the top of the stack. */
 static void rm_compact(struct kl_rm_reader *r)
 {
-	while (r->depth > 0 &&
-	       atomic_load_explicit(&r->slot[r->depth], memory_order_relaxed) == 0)
-		r->depth--;
+	uint32_t d = rm_depth(r);
+
+	while (d > 0 && atomic_load_explicit(&r->slot[d], memory_order_relaxed) == 0)
+		d--;
+	atomic_store_explicit(&r->depth, d, memory_order_relaxed);
 }
 
 /* Topmost slot of @r holding @lk, or 0. */
 static uint32_t rm_find(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
 {
-	for (uint32_t i = r->depth; i > 0; i--)
+	for (uint32_t i = rm_depth(r); i > 0; i--)
 		if (atomic_load_explicit(&r->slot[i], memory_order_relaxed) == (uintptr_t)lk)
+			return i;
+	return 0;
+}
+
+/* A writer's look at another thread's record: the topmost slot (1-based) holding @lk,
+ * or 0. Reads depth first, then only the slots up to it: a reader stores depth before
+ * the slot, both before its fence (B, B' or O), so whichever rule makes the scan see the
+ * slot (D's membarrier, D''s seq_cst CAS and loads) makes it see that depth or a later
+ * one; depth drops below a slot only once the slot is cleared. seq_cst loads: the
+ * writer's half of B'/D' (plain MOVs on x86). */
+static uint32_t rm_held(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
+{
+	uint32_t d = atomic_load_explicit(&r->depth, memory_order_seq_cst); /* D' */
+
+	if (d > KL_RM_SLOTS)
+		d = KL_RM_SLOTS;
+	for (uint32_t i = d; i > 0; i--)
+		if (atomic_load_explicit(&r->slot[i], memory_order_seq_cst) ==
+		    (uintptr_t)lk) /* E; D': pairs with B' */
 			return i;
 	return 0;
 }
@@ -208,15 +252,15 @@ static bool rm_holds_below(const struct kl_rm_reader *r, const struct kl_rmlock 
 	return false;
 }
 
-/* True if some record or the overflow count holds @lk now (one pass, no waiting). */
+/* True if some record or the overflow count holds @lk now (one pass, no waiting). The
+ * loads are seq_cst: with the claim's seq_cst CAS they are the writer's half of B'/D'
+ * (a plain MOV on x86, LDAR on aarch64). */
 static bool rm_any_reader(const struct kl_rmlock *lk)
 {
 	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
-		for (uint32_t i = 1; i <= KL_RM_SLOTS; i++)
-			if (atomic_load_explicit(&t->rm.slot[i], memory_order_acquire) ==
-			    (uintptr_t)lk) /* E */
-				return true;
-	return atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0;
+		if (rm_held(&t->rm, lk) != 0)
+			return true;
+	return atomic_load_explicit(&lk->ovf, memory_order_seq_cst) != 0; /* E; D'/O */
 }
 
 /* The reader's look at the state once its hold is published (B or O before it). On an
@@ -253,13 +297,26 @@ static uint64_t rm_inhibit_mult(void)
 	return m - 1;
 }
 
+/* The inhibit window: N times the last revocation's cost, capped. */
+static uint64_t rm_window(const struct kl_rmlock *lk)
+{
+	uint64_t win = atomic_load_explicit(&lk->revoke_ns, memory_order_relaxed) *
+		       rm_inhibit_mult();
+
+	return win < RM_INHIBIT_MAX_NS ? win : RM_INHIBIT_MAX_NS;
+}
+
 /* An unbiased lock with no writer: every RM_REARM_READS-th fenced read of this thread
- * looks at the clock and re-arms the bias once the inhibit window has passed (the CAS
- * fails harmlessly when a writer or another reader got there first). Without membarrier
- * the lock stays unbiased for ever: there is no cheaper read path to return to. */
+ * looks at the clock. Once the inhibit window has passed, it re-arms the bias if no write
+ * came since the last look; if writes did come, it opens a new window instead (so a lock
+ * written every few windows or more often stays unbiased and pays no revocation at all:
+ * FreeBSD's tokens kept between writes, as a time rule). The CAS fails harmlessly when a
+ * writer or another reader got there first; racing window updates only shift the window.
+ * Without membarrier the lock stays unbiased for ever: there is no cheaper read path to
+ * return to. */
 static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 {
-	uint32_t s = KL_RM_S_UNBIASED;
+	uint32_t s = KL_RM_S_UNBIASED, wr;
 	uint64_t now;
 
 	if (r->unbiased_left != 0) {
@@ -272,6 +329,12 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 	now = kli_now_ns();
 	if (now < atomic_load_explicit(&lk->rearm_at, memory_order_relaxed))
 		return;
+	wr = atomic_load_explicit(&lk->writes, memory_order_relaxed);
+	if (wr != atomic_load_explicit(&lk->rearm_writes, memory_order_relaxed)) {
+		atomic_store_explicit(&lk->rearm_writes, wr, memory_order_relaxed);
+		atomic_store_explicit(&lk->rearm_at, now + rm_window(lk), memory_order_relaxed);
+		return;
+	}
 	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_relaxed,
 						    memory_order_relaxed))
 		atomic_fetch_add_explicit(
@@ -297,9 +360,9 @@ static uint32_t rm_push(struct kl_rm_reader *r, struct kl_rmlock *lk)
 	uint32_t d;
 
 	rm_compact(r);
-	d = r->depth;
+	d = rm_depth(r);
 	if (kl_likely(d < KL_RM_SLOTS)) {
-		r->depth = d + 1;
+		atomic_store_explicit(&r->depth, d + 1, memory_order_relaxed); /* before the slot */
 		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
 		return d + 1;
 	}
@@ -346,7 +409,7 @@ static void rm_thread_exit(struct kli_thread *t)
 	struct kl_rm_reader *r = &t->rm;
 	uintptr_t ovf;
 
-	for (uint32_t i = r->depth; i > 0; i--) {
+	for (uint32_t i = rm_depth(r); i > 0; i--) {
 		struct kl_rmlock *lk = (struct kl_rmlock *)atomic_load_explicit(
 			&r->slot[i], memory_order_relaxed);
 
@@ -365,7 +428,7 @@ static void rm_thread_exit(struct kli_thread *t)
 #endif
 		rm_unpublish((struct kl_rmlock *)ovf, r, 0);
 	}
-	r->depth = 0;
+	atomic_store_explicit(&r->depth, 0, memory_order_relaxed);
 	kl_rm_self = &rm_full;
 }
 
@@ -379,7 +442,7 @@ static void rm_atfork_child(void)
 			continue;
 		for (uint32_t i = 0; i <= KL_RM_SLOTS; i++)
 			atomic_store_explicit(&t->rm.slot[i], 0, memory_order_relaxed);
-		t->rm.depth = 0;
+		atomic_store_explicit(&t->rm.depth, 0, memory_order_relaxed);
 	}
 }
 
@@ -691,9 +754,10 @@ static inline bool rm_claim(struct kl_rmlock *lk, bool *was_unbiased)
 	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_UNBIASED;
 
 	do {
+		/* G, and D': the seq_cst CAS is the writer's half of B'/D' */
 		if (atomic_compare_exchange_strong_explicit(&lk->state, &s,
 							    KL_RM_S_WRITER | KL_RM_S_UNBIASED,
-							    memory_order_acquire, /* G */
+							    memory_order_seq_cst,
 							    memory_order_relaxed)) {
 			*was_unbiased = s != 0;
 			return true;
@@ -715,7 +779,9 @@ static KL_NOINLINE void rm_write_acquire_slow(struct kl_rmlock *lk, struct kli_t
 			return;
 		if (sleepable && rm_park(lk, self, KLI_RDM_WRITER, w) == RM_TOKEN_HANDOFF) {
 			/* K: the previous writer passed KL_RM_S_WRITER to us; the lock has been
-			 * unbiased since that writer's claim (no reader re-arms under WRITER). */
+			 * unbiased since that writer's claim (no reader re-arms under WRITER).
+			 * No CAS of ours: D' as a fence. */
+			atomic_thread_fence(memory_order_seq_cst); /* D': pairs with B' */
 			*was_unbiased = true;
 			return;
 		}
@@ -787,15 +853,14 @@ static bool rm_scan(struct kl_rmlock *lk, struct kli_wait *w)
 	bool found = false;
 
 	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		for (uint32_t i = 1; i <= KL_RM_SLOTS; i++) {
-			if (atomic_load_explicit(&t->rm.slot[i], memory_order_acquire) !=
-			    (uintptr_t)lk) /* E */
-				continue;
+		uint32_t i;
+
+		while ((i = rm_held(&t->rm, lk)) != 0) { /* E; D' */
 			found = true;
 			rm_wait_slot(lk, &t->rm, i, w);
 		}
 	}
-	if (atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0) {
+	if (atomic_load_explicit(&lk->ovf, memory_order_seq_cst) != 0) { /* E; D'/O */
 		found = true;
 		rm_wait_ovf(lk, w);
 	}
@@ -805,38 +870,43 @@ static bool rm_scan(struct kl_rmlock *lk, struct kli_wait *w)
 /* The rendezvous, first half: after KL_RM_S_WRITER is set, make every reader either
  * visible or turned away, and look once. A biased lock is revoked (D, the membarrier:
  * readers may have used only the compiler barrier B); on an unbiased one every reader
- * that can still be inside passed B', so D', a full fence, is enough. *@t0: when the
- * revocation began (0: none). True when no reader holds the lock: the common case,
+ * that can still be inside passed B', so D' is enough: the claim's seq_cst CAS (or the
+ * hand-off's fence) followed by the scan's seq_cst loads - no fence instruction here.
+ * Without membarrier every reader's B is a full fence, so the same D' serves. *@t0: when
+ * the revocation began (0: none). True when no reader holds the lock: the common case,
  * which never touches a wait episode. */
 static inline bool rm_rendezvous(struct kl_rmlock *lk, bool was_unbiased, uint64_t *t0)
 {
 	*t0 = 0;
-	if (was_unbiased || !kli_fence_asym) {
-		atomic_thread_fence(memory_order_seq_cst); /* D': pairs with B' in the readers */
-	} else {
+	if (!was_unbiased && kli_fence_asym) {
 		*t0 = kli_now_ns();
 		kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
 	}
-	return !rm_any_reader(lk);
+	return !rm_any_reader(lk); /* D': pairs with B' in the readers */
 }
 
-/* A revocation that began at @t0 (0: none) is complete (every reader drained): open the
- * inhibit window, KL_RM_INHIBIT_MULT times its cost, and count it. Under the write hold;
- * readers read rearm_at only after an acquire load of state saw the release G. */
+/* The writer holds the lock: count the write, and if a revocation began at @t0 (0: none)
+ * it is complete (every reader drained): open the inhibit window, KL_RM_INHIBIT_MULT
+ * times its cost, and count the revocation. Under the write hold; readers read the
+ * policy words only after an acquire load of state saw the release G. */
 static void rm_revoked(struct kl_rmlock *lk, uint64_t t0)
 {
-	uint64_t now, cost, win;
+	uint64_t now;
 
+	/* Every write counts (under the write hold: a plain increment), so that re-arming
+	 * readers see whether the window they close was write-free. */
+	atomic_store_explicit(&lk->writes,
+			      atomic_load_explicit(&lk->writes, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	if (t0 == 0)
 		return;
 	now = kli_now_ns();
-	cost = now - t0;
-	win = cost * rm_inhibit_mult();
-	if (win > RM_INHIBIT_MAX_NS)
-		win = RM_INHIBIT_MAX_NS;
-	atomic_store_explicit(&lk->rearm_at, now + win, memory_order_relaxed);
+	atomic_store_explicit(&lk->revoke_ns, now - t0, memory_order_relaxed);
+	atomic_store_explicit(&lk->rearm_writes,
+			      atomic_load_explicit(&lk->writes, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&lk->rearm_at, now + rm_window(lk), memory_order_relaxed);
 	atomic_store_explicit(&lk->unbiased_at, t0, memory_order_relaxed);
-	atomic_store_explicit(&lk->revoke_ns, cost, memory_order_relaxed);
 	atomic_store_explicit(&lk->revocations,
 			      atomic_load_explicit(&lk->revocations, memory_order_relaxed) + 1,
 			      memory_order_relaxed);

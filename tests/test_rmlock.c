@@ -162,6 +162,37 @@ static bool try_from_other_thread(struct kl_rmlock *lk, int op)
 	return p.ok;
 }
 
+/* Writers read a record's depth, then only the slots up to it: a hold above released
+ * (zero) slots, and one below them after the top was released, must still be seen. */
+static void test_rmlock_writer_sees_a_hold_next_to_released_slots(void **state)
+{
+	struct kl_rmlock lk, other[2];
+	struct kl_rm_tracker tr, to[2];
+
+	(void)state;
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(kl_rmlock_init(&other[i], 0), 0);
+		kl_rmlock_read_lock(&other[i], &to[i]);
+	}
+	kl_rmlock_read_lock(&lk, &tr);          /* slot 3 */
+	kl_rmlock_read_unlock(&other[0], &to[0]); /* holes below it */
+	kl_rmlock_read_unlock(&other[1], &to[1]);
+	assert_false(try_from_other_thread(&lk, 1));
+	kl_rmlock_read_unlock(&lk, &tr);
+	assert_true(try_from_other_thread(&lk, 1));
+
+	kl_rmlock_read_lock(&lk, &tr);          /* slot 1 */
+	kl_rmlock_read_lock(&other[0], &to[0]);  /* slot 2, released: depth drops to 1 */
+	kl_rmlock_read_unlock(&other[0], &to[0]);
+	assert_false(try_from_other_thread(&lk, 1));
+	kl_rmlock_read_unlock(&lk, &tr);
+	assert_true(try_from_other_thread(&lk, 1));
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(kl_rmlock_destroy(&other[i]), 0);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
 static void test_rmlock_destroy_refuses_a_held_lock(void **state)
 {
 	struct kl_rmlock lk;
@@ -377,6 +408,51 @@ static void test_rmlock_bias_returns_after_writes_stop(void **state)
 	kl_rmlock_write_unlock(&lk);
 	assert_false(biased(&lk));
 	assert_int_equal(revocations(&lk), 2);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
+/* Reads enough to pass one look at the re-arm clock (every RM_REARM_READS-th fenced
+ * read, 64; twice that for margin). */
+#define REARM_LOOK_READS 130
+
+static void read_pairs(struct kl_rmlock *lk, int n)
+{
+	struct kl_rm_tracker tr;
+
+	for (int i = 0; i < n; i++) {
+		kl_rmlock_read_lock(lk, &tr);
+		kl_rmlock_read_unlock(lk, &tr);
+	}
+}
+
+/* The bias comes back only after a whole window without a write: a reader that finds
+ * the window expired but writes inside it opens a new window instead of re-arming, so a
+ * lock written once per window or more often pays no further revocation. (BRAVO's plain
+ * rule re-armed here, and the next write revoked again.) The window is made to expire by
+ * hand: no timing in the test. */
+static void test_rmlock_writes_inside_the_window_keep_the_lock_unbiased(void **state)
+{
+	struct kl_rmlock lk;
+
+	(void)state;
+	if (!kl_fence_asymmetric())
+		skip(); /* no membarrier: never biased */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	kl_rmlock_write_lock(&lk); /* revokes: the window opens */
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(revocations(&lk), 1);
+	for (int round = 0; round < 3; round++) {
+		kl_rmlock_write_lock(&lk); /* a write inside the window */
+		kl_rmlock_write_unlock(&lk);
+		atomic_store(&lk.rearm_at, 0); /* the window has passed */
+		read_pairs(&lk, REARM_LOOK_READS);
+		assert_false(biased(&lk));
+		assert_true(atomic_load(&lk.rearm_at) > 0); /* a new window was opened */
+	}
+	atomic_store(&lk.rearm_at, 0); /* a window with no write in it has passed */
+	read_pairs(&lk, REARM_LOOK_READS);
+	assert_true(biased(&lk));
+	assert_int_equal(revocations(&lk), 1);
 	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 }
 
@@ -842,6 +918,8 @@ int main(void)
 		T(test_rmlock_destroy_refuses_a_held_lock),
 		T(test_rmlock_waiter_queueing_during_unlock_is_not_lost),
 		T(test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier),
+		T(test_rmlock_writer_sees_a_hold_next_to_released_slots),
+		T(test_rmlock_writes_inside_the_window_keep_the_lock_unbiased),
 		T(test_rmlock_bias_returns_after_writes_stop),
 		T(test_rmlock_without_membarrier_stays_unbiased),
 		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),

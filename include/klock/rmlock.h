@@ -72,10 +72,10 @@ KL_BEGIN_DECLS
 #define KL_RM_S_WSLEEP 0x2u   /* the draining writer sleeps: read_unlock must look */
 #define KL_RM_S_UNBIASED 0x8u /* readers publish with a full fence; writers skip membarrier */
 
-/* Inhibit window after a revocation: readers re-arm the bias only this many times the
- * measured revocation cost later, so revocations take at most 1/(1+N) of the run time
- * (docs/design-readmostly.md has the sweep that chose it). KLOCK_RM_INHIBIT=N overrides
- * it at run time (for such sweeps). */
+/* Inhibit window after a revocation: readers re-arm the bias only after this many times
+ * the measured revocation cost with no write, so revocations take at most 1/(1+N) of the
+ * run time (docs/design-readmostly.md has the sweep that chose it). KLOCK_RM_INHIBIT=N
+ * overrides it at run time (for such sweeps). */
 #define KL_RM_INHIBIT_MULT 9
 
 struct kl_rmlock {
@@ -83,6 +83,8 @@ struct kl_rmlock {
 	uint32_t flags;                /* KL_RM_RECURSE | KL_RM_SLEEPABLE */
 	KL_ATOMIC(uint32_t) wseq;      /* futex word a draining writer sleeps on */
 	KL_ATOMIC(uint32_t) ovf;       /* read holds that live here, not in a thread record */
+	KL_ATOMIC(uint32_t) writes;    /* write acquisitions (wraps), bumped under the hold */
+	KL_ATOMIC(uint32_t) rearm_writes; /* `writes` when a re-arming reader last looked */
 	KL_ATOMIC(uintptr_t) wait_for; /* the reader record a sleeping writer waits for */
 	KL_ATOMIC(uintptr_t) owner;    /* the write owner's owner id, 0 when none */
 	/* Bias policy (written by revoking writers and re-arming readers only): */
@@ -94,7 +96,7 @@ struct kl_rmlock {
 };
 
 /* Static initializer: `struct kl_rmlock lk = KL_RMLOCK_INITIALIZER(KL_RM_SLEEPABLE);` */
-#define KL_RMLOCK_INITIALIZER(flags) { 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define KL_RMLOCK_INITIALIZER(flags) { 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Per-acquisition read token, owned by the caller (usually on the stack), passed to the
@@ -113,10 +115,12 @@ struct kl_rm_tracker {
  * A thread's read holds (private; embedded in the thread's record, one per thread):
  * slot[1..depth] is a stack of the rmlocks it read-holds (0 where a hold was released out
  * of order); slot[0] is always 0, so an unlock at depth 0 fails the inline test without a
- * bounds check. Only the owning thread writes it; writers read the slots.
+ * bounds check. Only the owning thread writes it; writers read depth, then the slots
+ * up to it (a hold is published as depth first, then its slot, both before the reader's
+ * fence B or B': a writer that sees the slot sees a depth that covers it).
  */
 struct kl_rm_reader {
-	uint32_t depth;
+	KL_ATOMIC(uint32_t) depth;
 	uint32_t unbiased_left; /* fenced reads left before the next look at the re-arm clock */
 	KL_ATOMIC(uintptr_t) slot[KL_RM_SLOTS + 1];
 };
@@ -234,10 +238,10 @@ KL_API void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bi
 static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	struct kl_rm_reader *r = kl_rm_self;
-	uint32_t d = r->depth, s;
+	uint32_t d = atomic_load_explicit(&r->depth, memory_order_relaxed), s;
 
 	if (__builtin_expect(d < KL_RM_SLOTS, 1)) {
-		r->depth = d + 1;
+		atomic_store_explicit(&r->depth, d + 1, memory_order_relaxed);
 		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
 		s = atomic_load_explicit(&lk->state, memory_order_acquire);
@@ -253,7 +257,7 @@ static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm
 		}
 		/* A writer (or time to look at the clock): undo, go out of line. */
 		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
-		r->depth = d;
+		atomic_store_explicit(&r->depth, d, memory_order_relaxed);
 	}
 	(kl_rmlock_read_lock)(lk, tr);
 }
@@ -277,12 +281,12 @@ static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_
 static inline void kl_rmlock_read_unlock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	struct kl_rm_reader *r = kl_rm_self;
-	uint32_t d = r->depth;
+	uint32_t d = atomic_load_explicit(&r->depth, memory_order_relaxed);
 
 	if (__builtin_expect(atomic_load_explicit(&r->slot[d], memory_order_relaxed) ==
 			     (uintptr_t)lk, 1)) {
 		atomic_store_explicit(&r->slot[d], 0, memory_order_release); /* E */
-		r->depth = d - 1;
+		atomic_store_explicit(&r->depth, d - 1, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* C: light half, pairs with F */
 		if (__builtin_expect(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 				     KL_RM_S_WSLEEP, 0))
