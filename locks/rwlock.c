@@ -649,6 +649,16 @@ int kl_rwlock_read_timedlock(struct kl_rwlock *rw, const struct timespec *abstim
 	return err;
 }
 
+/* A snapshot of what @rw holds (relaxed: the caller only classifies a misuse). */
+enum kli_rw_held kli_rwlock_held(const struct kl_rwlock *rw)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	if (v & RW_WRLOCK)
+		return KLI_RW_WRITER;
+	return v >= RW_RD_ONE ? KLI_RW_READERS : KLI_RW_FREE;
+}
+
 /*
  * For a realtime reader that outranks every writer blocked on @rw (the interposer knows
  * their priorities; kl_rwlock does not): read-lock @rw, waiting while a writer holds it

@@ -255,6 +255,11 @@ void klp_misuse_relock(const void *lock, const void *site) __attribute__((noretu
  * glibc does (nothing for a free lock, release a foreign hold). */
 void klp_misuse_unlock(const char *kind, const void *lock, bool foreign, const void *site);
 
+/* An rwlock unlock by a thread that holds nothing, of a free lock or one another thread
+ * write-holds (@writer): reported per KLOCK_ON_ERROR; the caller leaves the lock as it is
+ * and returns 0. */
+void klp_misuse_rw_unlock(const void *lock, bool writer, const void *site);
+
 /* ---- mutex internals other files use (preload/mutex.c) --------------------------------- */
 
 /* The tag of @m after adoption: a klock tag, or 0 when @m is glibc's (forward it). */

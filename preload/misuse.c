@@ -9,6 +9,9 @@
  *   unlock of a free lock       glibc: returns 0, the lock stays free: so do we.
  *   unlock of a foreign hold    glibc: returns 0 and RELEASES it: so do we (mutexes; a
  *                               spinlock records no owner, its foreign unlock just works).
+ *   rwlock unlock by a thread   (a free lock, or one another thread write-holds) glibc:
+ *   that holds nothing          returns 0 and takes it for a read unlock, corrupting its
+ *                               reader count: we return 0 and leave the lock as it is.
  *
  * KLOCK_ON_ERROR decides the report: unset, each lock is reported once (then counted
  * silently); `warn` reports every time; `abort` reports and aborts (klock's own default:
@@ -34,14 +37,18 @@
 /* How many of them lockstat's report lists. */
 #define MISUSE_SHOWN 32u
 
-enum misuse { MU_RELOCK, MU_UNLOCK_FREE, MU_UNLOCK_FOREIGN, MU_COUNT };
+enum misuse { MU_RELOCK, MU_UNLOCK_FREE, MU_UNLOCK_FOREIGN, MU_UNLOCK_WRITER, MU_COUNT };
 
 static const char *const mu_what[MU_COUNT] = {
 	[MU_RELOCK] = "relock of a held non-recursive lock (deadlocks, as POSIX and glibc)",
 	[MU_UNLOCK_FREE] = "unlock of a lock not held (double unlock?; returns 0, as glibc)",
 	[MU_UNLOCK_FOREIGN] = "unlock by a thread that does not own the lock (released, as glibc)",
+	[MU_UNLOCK_WRITER] = "unlock by a thread that holds nothing while another thread "
+			     "write-holds the lock (returns 0, as glibc; the lock stays "
+			     "write-held)",
 };
-static const char *const mu_short[MU_COUNT] = { "relock", "unlock-free", "unlock-foreign" };
+static const char *const mu_short[MU_COUNT] = { "relock", "unlock-free", "unlock-foreign",
+						"unlock-writer" };
 
 struct misuse_entry {
 	_Atomic uintptr_t lock;          /* 0: free entry */
@@ -137,4 +144,9 @@ void klp_misuse_relock(const void *lock, const void *site)
 void klp_misuse_unlock(const char *kind, const void *lock, bool foreign, const void *site)
 {
 	klp_misuse(foreign ? MU_UNLOCK_FOREIGN : MU_UNLOCK_FREE, kind, lock, site);
+}
+
+void klp_misuse_rw_unlock(const void *lock, bool writer, const void *site)
+{
+	klp_misuse(writer ? MU_UNLOCK_WRITER : MU_UNLOCK_FREE, "rwlock", lock, site);
 }

@@ -18,7 +18,10 @@
  *
  * Which side an unlock releases: a tracked read hold if the table has the lock; else the
  * write side if this thread is the writer (kl_rwlock_wowned()); else a read hold (an
- * untracked one, or - undefined in POSIX, tolerated by glibc - another thread's).
+ * untracked one, or - undefined in POSIX, tolerated by glibc - another thread's). An
+ * unlock of a free lock, or of one another thread write-holds, is undefined too: it is
+ * reported per KLOCK_ON_ERROR (once per lock by default) and answered 0, as glibc
+ * answers, leaving the lock as it was (rw_unlock_undefined()).
  *
  * KLOCK_RWLOCK=pcpu_rwsem puts a kl_pcpu_rwsem there instead (readers touch only their
  * CPU's counter; writers pay a grace period per burst). It has no timed locks: the timed
@@ -410,6 +413,27 @@ static int rw_wrlock_tagged(struct klp_rwlock *rw, uint64_t t, const struct klp_
 	return rw_wrlock_wait(rw, t, d);
 }
 
+/* An unlock by a thread that neither writes @rw nor tracks a read of it, of a lock that
+ * is free or write-held by another thread: undefined in POSIX; glibc returns 0 (and takes
+ * it for a read unlock, corrupting its reader count). Reported per KLOCK_ON_ERROR (once
+ * per lock by default, abort aborts); the lock is left as it is and the answer is 0.
+ * Releasing another thread's read hold stays tolerated (as glibc). The kl_pcpu_rwsem
+ * kind can only tell a foreign writer (its readers are per-CPU counts). */
+static bool rw_unlock_undefined(struct klp_rwlock *rw, uint64_t t)
+{
+	enum kli_rw_held h;
+
+	if (rw_pcpu(t))
+		h = atomic_load_explicit(&rw->writer, memory_order_relaxed) != 0 ? KLI_RW_WRITER
+										  : KLI_RW_READERS;
+	else
+		h = kli_rwlock_held(&rw->u.rw);
+	if (h == KLI_RW_READERS)
+		return false;
+	klp_misuse_rw_unlock(rw, h == KLI_RW_WRITER, KLI_SITE());
+	return true;
+}
+
 static int rw_unlock_tagged(struct klp_rwlock *rw, uint64_t t)
 {
 	int i;
@@ -427,6 +451,8 @@ static int rw_unlock_tagged(struct klp_rwlock *rw, uint64_t t)
 		rw_wrunlock(rw, t);
 		return 0;
 	}
+	if (rw_unlock_undefined(rw, t))
+		return 0;
 	if (rw_tracked(t) && tls_rd.untracked > 0)
 		tls_rd.untracked--;
 	rw_rdunlock(rw, t);

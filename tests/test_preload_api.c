@@ -757,6 +757,53 @@ static void test_preload_normal_mutex_and_spinlock_unlock_misuse_answers_as_glib
 	assert_int_equal(pthread_spin_destroy(&s), 0);
 }
 
+/* POSIX leaves an rwlock unlock by a thread that holds nothing undefined; glibc returns 0.
+ * The interposer answers 0 too, reports the lock once, and leaves it as it was: a free
+ * lock stays free, one another thread write-holds stays write-held. (glibc takes both
+ * for a read unlock and corrupts its reader count: there only the answer is checked; the
+ * pcpu_rwsem kind cannot tell a free lock from a read-held one: its foreign-writer case
+ * only.) Before: kl_rwlock reported "read unlock of a lock not read-held" and aborted. */
+static void test_preload_rwlock_unlock_by_a_thread_holding_nothing_answers_as_glibc(
+	void **state)
+{
+	static const int kinds[] = { PTHREAD_RWLOCK_PREFER_READER_NP,
+				     PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP };
+	bool klock = preloaded && !getenv_is("KLOCK_RWLOCK", "pthread");
+	bool pcpu = klock && getenv_is("KLOCK_RWLOCK", "pcpu_rwsem");
+
+	(void)state;
+	unsetenv("KLOCK_ON_ERROR"); /* the default: report once, answer as glibc */
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		pthread_rwlockattr_t a;
+		pthread_rwlock_t free_rw, held_rw;
+		struct pt_helper h;
+
+		assert_int_equal(pthread_rwlockattr_init(&a), 0);
+		assert_int_equal(pthread_rwlockattr_setkind_np(&a, kinds[k]), 0);
+		assert_int_equal(pthread_rwlock_init(&free_rw, &a), 0);
+		if (!pcpu) {
+			assert_int_equal(pthread_rwlock_unlock(&free_rw), 0);
+			if (klock) { /* still free, not corrupted */
+				assert_int_equal(pthread_rwlock_trywrlock(&free_rw), 0);
+				assert_int_equal(pthread_rwlock_unlock(&free_rw), 0);
+				assert_int_equal(pthread_rwlock_destroy(&free_rw), 0);
+			}
+		}
+		if (klock) {
+			assert_int_equal(pthread_rwlock_init(&held_rw, &a), 0);
+			pt_helper_start(&h, r_wr_fn, r_unlock_fn, &held_rw);
+			assert_int_equal(pthread_rwlock_unlock(&held_rw), 0);
+			assert_int_equal(pthread_rwlock_tryrdlock(&held_rw), EBUSY); /* still held */
+			assert_int_equal(pthread_rwlock_trywrlock(&held_rw), EBUSY);
+			assert_int_equal(pt_helper_finish(&h), 0); /* the writer's own unlock */
+			assert_int_equal(pthread_rwlock_trywrlock(&held_rw), 0);
+			assert_int_equal(pthread_rwlock_unlock(&held_rw), 0);
+			assert_int_equal(pthread_rwlock_destroy(&held_rw), 0);
+		}
+		pthread_rwlockattr_destroy(&a);
+	}
+}
+
 /* How long a relocking child must stay blocked before the test kills it. */
 #define RELOCK_BLOCKED_MS 300
 
@@ -979,6 +1026,7 @@ int main(void)
 		cmocka_unit_test(test_preload_spinlock_private_and_shared),
 		cmocka_unit_test(test_preload_far_future_deadlines_do_not_time_out_at_once),
 		cmocka_unit_test(test_preload_normal_mutex_and_spinlock_unlock_misuse_answers_as_glibc),
+		cmocka_unit_test(test_preload_rwlock_unlock_by_a_thread_holding_nothing_answers_as_glibc),
 		cmocka_unit_test(test_preload_normal_mutex_relock_deadlocks),
 		cmocka_unit_test(test_preload_misuse_aborts_with_klock_on_error_abort),
 	};
