@@ -462,6 +462,23 @@ void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_ki
 	kli_lockstat_episode(&ep, lock, kind, flags, site);
 }
 
+void kli_lockstat_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns,
+			  const void *site)
+{
+	const void *where = kli_site_program(kli_site(site));   /* before the table */
+	struct kli_ls_table *t = ls_table_enter(kli_self());
+	struct kli_ls_entry *e;
+
+	if (t == NULL)
+		return;
+	e = ls_entry(t, lock, where, kli_ls_kf(kind, 0));
+	if (e != NULL) {
+		ls_add(e, KLI_LS_REVOKES, 1);
+		ls_add(e, KLI_LS_REVOKE_NS, cost_ns);
+	}
+	ls_table_leave(t);
+}
+
 #if KLOCK_LOCKSTAT_HOLD
 void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
 			   const void *site)
@@ -945,6 +962,8 @@ static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
 			.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
 		};
 		memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
+		o->revocations = r->v[KLI_LS_REVOKES];
+		o->revoke_ns = r->v[KLI_LS_REVOKE_NS];
 		s->wait_ns += o->wait_ns;
 		s->contended += o->contended;
 		s->failed += o->failed;

@@ -145,6 +145,8 @@ static void row_add(struct kl_lockstat_row *g, const struct kl_lockstat_row *r)
 		g->hold_min_ns = r->hold_min_ns;
 	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
 		g->wait_hist[b] += r->wait_hist[b];
+	g->revocations += r->revocations;
+	g->revoke_ns += r->revoke_ns;
 }
 
 /* A lock's rows: sorted[first .. first + n), with their total. */
@@ -528,6 +530,33 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 	}
 }
 
+/* "-- Bias revocations": read-mostly locks (kl_rmlock) whose writers revoked the readers'
+ * bias, in the summary's order; nothing when no lock was revoked. */
+static void text_revocations(FILE *f, const struct kl_lockstat_row **sorted,
+			     const struct group *g, size_t ng,
+			     const struct kl_lockstat_options *o)
+{
+	char lock[LABEL_MAX];
+	bool any = false;
+
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		const struct kl_lockstat_row *t = &g[i].total;
+
+		if (t->revocations == 0)
+			continue;
+		if (!any)
+			fprintf(f, "\n-- Bias revocations (read-mostly locks)\n\n"
+				"Revocations  Revoke/us AvgRevoke/us Lock                   Type\n");
+		any = true;
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		fprintf(f, "%11llu %10.1f %12.1f %-*s %s\n", (unsigned long long)t->revocations,
+			(double)t->revoke_ns / NS_PER_US,
+			(double)t->revoke_ns / (double)t->revocations / NS_PER_US, LOCK_COL, lock,
+			t->kind);
+	}
+}
+
 /* lockstat -H: one lock's waits by log2 of their length, a bar per bucket from the first
  * bucket used to the last (bucket b: 2^b <= ns < 2^(b+1)). */
 static void text_hist(FILE *f, const struct kl_lockstat_row *t, const char *lock)
@@ -592,6 +621,8 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 	}
 	if (err == 0 && ng > 0)
 		text_summary(f, sorted, g, ng, s, o);
+	if (err == 0 && ng > 0)
+		text_revocations(f, sorted, g, ng, o);   /* in the summary's order */
 	if (err == 0 && ng > 0 && (o->flags & KL_LOCKSTAT_HIST))
 		text_hists(f, sorted, g, ng, o);   /* g is still in the summary's order */
 	if (err == 0 && atomic_load_explicit(&kli_misuse_print, memory_order_relaxed) != NULL)
@@ -643,7 +674,9 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool
 		(unsigned long long)r->wait_ns, (unsigned long long)r->wait_max_ns);
 	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
 	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, ", ");
-	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, "");
+	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, ", ");
+	fprintf(f, "\"revocations\": %llu, \"revoke_ns\": %llu",
+		(unsigned long long)r->revocations, (unsigned long long)r->revoke_ns);
 	if (!hist)
 		return;
 	fputs(", \"wait_hist\": [", f);

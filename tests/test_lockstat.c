@@ -13,6 +13,8 @@
 #include "kltest.h"
 #include <klock/lockstat.h>
 #include <klock/names.h>
+#include <klock/fence.h>
+#include <klock/rmlock.h>
 #include "lockstat_impl.h"
 #include "mutex_impl.h"
 #include "seamlock.h"
@@ -632,6 +634,54 @@ static void test_lockstat_real_kl_mutex_holder_and_waiter(void **state)
 	kl_lockstat_snapshot_free(&s);
 }
 
+/* The write rows' revocations of @lock, summed (all callers). */
+static uint64_t revocations_of(const void *lock, uint64_t *ns)
+{
+	struct kl_lockstat_snapshot s;
+	uint64_t n = 0;
+
+	*ns = 0;
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	for (size_t i = 0; i < s.nrows; i++) {
+		if (s.rows[i].lock != lock)
+			continue;
+		assert_string_equal(s.rows[i].kind, "rmlock");
+		n += s.rows[i].revocations;
+		*ns += s.rows[i].revoke_ns;
+	}
+	kl_lockstat_snapshot_free(&s);
+	return n;
+}
+
+/* A fresh kl_rmlock is biased (with membarrier): its first write revokes the bias, once;
+ * the lock then stays unbiased, so a write right after revokes nothing. */
+static void test_lockstat_counts_one_revocation_per_biased_write(void **state)
+{
+	struct kl_rmlock lk;
+	uint64_t ns;
+	char *rep;
+
+	(void)state;
+	if (!kl_fence_asymmetric())
+		skip();   /* without membarrier an rmlock is never biased */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	kl_rmlock_write_lock(&lk);
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(revocations_of(&lk, &ns), 1);
+	assert_true(ns > 0);
+	kl_rmlock_write_lock(&lk);
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(revocations_of(&lk, &ns), 1);
+	rep = report_string(0, 0);
+	assert_non_null(strstr(rep, "-- Bias revocations"));
+	free(rep);
+	rep = report_string(KL_LOCKSTAT_JSON, 0);
+	assert_true(json_valid(rep));
+	assert_non_null(strstr(rep, "\"revocations\": 1,"));
+	free(rep);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
 /* lockstat's times are cycle-counter ticks converted with the substrate's calibration:
  * they must agree with CLOCK_MONOTONIC (under qemu an unbracketed calibration made them
  * up to 3x too long). */
@@ -961,6 +1011,7 @@ int main(void)
 		T(test_lockstat_snapshots_during_recording_are_consistent),
 		T(test_lockstat_real_holder_and_waiter),
 		T(test_lockstat_real_kl_mutex_holder_and_waiter),
+		T(test_lockstat_counts_one_revocation_per_biased_write),
 		cmocka_unit_test(test_lockstat_tick_conversion_matches_the_clock),
 		T(test_lockstat_text_report_names_lock_and_call_site),
 		T(test_lockstat_json_report_parses_and_names_call_site),

@@ -91,6 +91,9 @@ struct kl_lockstat_row {
 	uint64_t hold_min_ns;    /* shortest hold (hold-time builds; 0 when none ended) */
 	uint64_t wait_hist[KL_LOCKSTAT_HIST_BUCKETS];  /* waits (contended + failed) by
 	                          * log2 of their length in ns (KL_LOCKSTAT_HIST_BUCKETS) */
+	uint64_t revocations;    /* read-mostly locks (kl_rmlock): writes from this site that
+	                          * revoked the readers' bias; else 0 */
+	uint64_t revoke_ns;      /* their total cost: membarrier + scan + reader drain */
 };
 
 /* Everything recorded since the last reset, merged over all threads (live and exited). */
