@@ -44,6 +44,9 @@ enum kli_ls_field {
 
 /* The key's third part: the lock kind, plus this bit for the shared (read) side. */
 #define KLI_LS_KF_READ 0x100u
+/* ... and this bit for a holder row: the key's site is where the lock's holder acquired it
+ * (locks/lockstat.c, HOLDERS), and only CONTENDED, FAILED and WAIT_NS are counted. */
+#define KLI_LS_KF_HOLDER 0x200u
 
 static inline uint32_t kli_ls_kf(enum kli_kind kind, unsigned flags)
 {

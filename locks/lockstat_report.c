@@ -370,6 +370,63 @@ static void fold_label(char *label, bool fold)
 		label[n - 4] = '\0';
 }
 
+/* ---- holders ("contending points") ---------------------------------------------------------- */
+
+/* Whether holder row @h belongs to group @g: its lock (merged as the group's under -M),
+ * type and side. */
+static bool holder_in(const struct kl_lockstat_holder *h, const struct group *g, bool merged)
+{
+	struct kl_lockstat_row r = { .lock = h->lock, .kind = h->kind };
+
+	if (h->read != g->total.read || strcmp(h->kind, g->total.kind) != 0)
+		return false;
+	return (merged ? merge_lock(&r) : h->lock) == g->total.lock;
+}
+
+static int cmp_holder_site(const void *a, const void *b)
+{
+	const struct kl_lockstat_holder *x = a, *y = b;
+
+	return x->holder == y->holder ? 0 : (uintptr_t)x->holder < (uintptr_t)y->holder ? -1 : 1;
+}
+
+static int cmp_holder_wait(const void *a, const void *b)
+{
+	const struct kl_lockstat_holder *x = a, *y = b;
+
+	if (x->wait_ns != y->wait_ns)
+		return x->wait_ns > y->wait_ns ? -1 : 1;
+	return cmp_holder_site(a, b);
+}
+
+/* Group @g's holder rows into @out (room for s->nholders), one per holder site (-m: per
+ * function), ranked by wait. Returns the count. */
+static size_t holders_of(const struct kl_lockstat_snapshot *s, const struct group *g,
+			 const struct kl_lockstat_options *o, struct kl_lockstat_holder *out)
+{
+	size_t n = 0, k = 0;
+
+	for (size_t i = 0; i < s->nholders; i++) {
+		if (!holder_in(&s->holders[i], g, (o->flags & KL_LOCKSTAT_MERGE) != 0))
+			continue;
+		out[n] = s->holders[i];
+		if (o->flags & KL_LOCKSTAT_MERGE_CALLERS)
+			out[n].holder = merge_caller(out[n].holder);
+		n++;
+	}
+	qsort(out, n, sizeof(*out), cmp_holder_site);
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && out[k - 1].holder == out[i].holder) {
+			out[k - 1].waits += out[i].waits;
+			out[k - 1].wait_ns += out[i].wait_ns;
+			continue;
+		}
+		out[k++] = out[i];
+	}
+	qsort(out, k, sizeof(*out), cmp_holder_wait);
+	return k;
+}
+
 /* ---- text ---------------------------------------------------------------------------------- */
 
 /* The process's command name (the kernel's comm: setproctitle() leaves it alone). */
@@ -557,6 +614,37 @@ static void text_revocations(FILE *f, const struct kl_lockstat_row **sorted,
 	}
 }
 
+/* "-- Holders": per lock of the summary (in its order), the waits charged to the site
+ * where the holder had acquired it (struct kl_lockstat_holder says which holder). */
+static int text_holders(FILE *f, const struct kl_lockstat_snapshot *s,
+			const struct kl_lockstat_row **sorted, const struct group *g, size_t ng,
+			const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_holder *h = malloc((s->nholders + 1) * sizeof(*h));
+	char lock[LABEL_MAX], label[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	if (h == NULL)
+		return ENOMEM;
+	fprintf(f, "\n-- Holders (contending points: where the lock's holder acquired it)\n\n"
+		"     Waits    Wait/ms Lock                   Holder\n");
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		size_t n = holders_of(s, &g[i], o, h);
+
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		for (size_t k = 0; k < n; k++) {
+			caller_label(h[k].holder, label, sizeof(label), &named, &obj);
+			fold_label(label, (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
+			fprintf(f, "%10llu %10.2f %-*s %s\n", (unsigned long long)h[k].waits,
+				(double)h[k].wait_ns / NS_PER_MS, LOCK_COL, lock, label);
+		}
+	}
+	free(h);
+	return 0;
+}
+
 /* lockstat -H: one lock's waits by log2 of their length, a bar per bucket from the first
  * bucket used to the last (bucket b: 2^b <= ns < 2^(b+1)). */
 static void text_hist(FILE *f, const struct kl_lockstat_row *t, const char *lock)
@@ -623,6 +711,8 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		text_summary(f, sorted, g, ng, s, o);
 	if (err == 0 && ng > 0)
 		text_revocations(f, sorted, g, ng, o);   /* in the summary's order */
+	if (err == 0 && ng > 0 && s->nholders > 0)
+		err = text_holders(f, s, sorted, g, ng, o);
 	if (err == 0 && ng > 0 && (o->flags & KL_LOCKSTAT_HIST))
 		text_hists(f, sorted, g, ng, o);   /* g is still in the summary's order */
 	if (err == 0 && atomic_load_explicit(&kli_misuse_print, memory_order_relaxed) != NULL)
@@ -715,6 +805,36 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 	return 0;
 }
 
+/* The "holders" array of group @g's lock object. */
+static int json_holders(FILE *f, const struct kl_lockstat_snapshot *s, const struct group *g,
+			const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_holder *h = malloc((s->nholders + 1) * sizeof(*h));
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+	size_t n;
+
+	if (h == NULL)
+		return ENOMEM;
+	n = holders_of(s, g, o, h);
+	fputs(", \"holders\": [", f);
+	for (size_t k = 0; k < n; k++) {
+		caller_label(h[k].holder, label, sizeof(label), &named, &obj);
+		fold_label(label, (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
+		fprintf(f, "%s\n        {\"holder\": \"0x%lx\", \"symbol\": ", k ? "," : "",
+			(unsigned long)(uintptr_t)h[k].holder);
+		json_str(f, named ? label : NULL);
+		fputs(", \"object\": ", f);
+		json_str(f, obj);
+		fprintf(f, ", \"waits\": %llu, \"wait_ns\": %llu}", (unsigned long long)h[k].waits,
+			(unsigned long long)h[k].wait_ns);
+	}
+	fputc(']', f);
+	free(h);
+	return 0;
+}
+
 static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
 		     const struct kl_lockstat_snapshot *s, const struct kl_lockstat_options *o)
 {
@@ -734,7 +854,10 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 		err = json_callers(f, sorted, g, s->hold_times,
 				   rank_of(o),
 				   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
-	fputs("]}", f);
+	fputc(']', f);
+	if (err == 0)
+		err = json_holders(f, s, g, o);
+	fputc('}', f);
 	return err;
 }
 

@@ -634,6 +634,50 @@ static void test_lockstat_real_kl_mutex_holder_and_waiter(void **state)
 	kl_lockstat_snapshot_free(&s);
 }
 
+/* The waits @s charges to holder site @site for @lock (0 when no such holder row). */
+static uint64_t holder_waits(const struct kl_lockstat_snapshot *s, const void *lock,
+			     const void *site, size_t *nrows)
+{
+	uint64_t w = 0;
+
+	*nrows = 0;
+	for (size_t i = 0; i < s->nholders; i++) {
+		if (s->holders[i].lock != lock)
+			continue;
+		(*nrows)++;
+		if (s->holders[i].holder == site)
+			w += s->holders[i].waits;
+	}
+	return w;
+}
+
+/* A wait is charged to the site of the last thread that acquired the lock after waiting;
+ * a failed attempt is charged but does not become the holder; a reset forgets holders. */
+static void test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site(void **state)
+{
+	struct kl_lockstat_snapshot s;
+	size_t n;
+
+	(void)state;
+	record_episode(&locks[5], &sites[1], 0, 1, 1, 0, 0);   /* no holder known yet */
+	record_episode(&locks[5], &sites[2], 0, 1, 1, 0, 0);   /* holder: sites[1] */
+	record_episode(&locks[5], &sites[3], KLI_HF_TRY | KLI_HF_FAILED, 1, 1, 0, 0);
+	record_episode(&locks[5], &sites[4], 0, 1, 1, 0, 0);   /* holder: still sites[2] */
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	assert_int_equal(holder_waits(&s, &locks[5], &sites[1], &n), 1);
+	assert_int_equal(holder_waits(&s, &locks[5], &sites[2], &n), 2);
+	assert_int_equal(n, 2);
+	assert_int_equal(rows_of(&s, &locks[5]), 4);   /* holder rows are not rows */
+	assert_int_equal(s.contended, 3);
+	kl_lockstat_snapshot_free(&s);
+	kl_lockstat_reset();
+	record_episode(&locks[5], &sites[2], 0, 1, 1, 0, 0);
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	assert_int_equal(holder_waits(&s, &locks[5], &sites[4], &n), 0);
+	assert_int_equal(n, 0);
+	kl_lockstat_snapshot_free(&s);
+}
+
 /* The write rows' revocations of @lock, summed (all callers). */
 static uint64_t revocations_of(const void *lock, uint64_t *ns)
 {
@@ -1012,6 +1056,7 @@ int main(void)
 		T(test_lockstat_real_holder_and_waiter),
 		T(test_lockstat_real_kl_mutex_holder_and_waiter),
 		T(test_lockstat_counts_one_revocation_per_biased_write),
+		T(test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site),
 		cmocka_unit_test(test_lockstat_tick_conversion_matches_the_clock),
 		T(test_lockstat_text_report_names_lock_and_call_site),
 		T(test_lockstat_json_report_parses_and_names_call_site),

@@ -96,6 +96,23 @@ struct kl_lockstat_row {
 	uint64_t revoke_ns;      /* their total cost: membarrier + scan + reader drain */
 };
 
+/*
+ * One holder row ("contending points", Linux lock_stat): the waits for a lock (one side)
+ * charged to the call site where the lock's holder had acquired it. Which holder: the
+ * last thread that acquired the lock after waiting, before the waiter acquired it (or gave
+ * up) - the holder it waited for when that holder had itself waited; the fast path stores
+ * no site, so a holder that took the lock uncontended is not seen (docs/lockstat.md).
+ * Waits of a lock nobody had acquired contended yet (since the reset) are in no holder row.
+ */
+struct kl_lockstat_holder {
+	const void *lock;        /* the lock's address */
+	const void *holder;      /* the holder's call site (return address into its caller) */
+	const char *kind;        /* lock type, as in struct kl_lockstat_row */
+	bool read;               /* the waiters' side: the shared (read) side */
+	uint64_t waits;          /* waits (contended + failed) charged to this holder site */
+	uint64_t wait_ns;        /* their total wait */
+};
+
 /* Everything recorded since the last reset, merged over all threads (live and exited). */
 struct kl_lockstat_snapshot {
 	uint64_t elapsed_ns;     /* time spent recording (sum of start..stop windows) */
@@ -113,6 +130,8 @@ struct kl_lockstat_snapshot {
 	                          * threads' time spent waiting for locks (0 when elapsed is 0) */
 	size_t nrows;
 	struct kl_lockstat_row *rows;   /* nrows rows, in no particular order */
+	size_t nholders;
+	struct kl_lockstat_holder *holders;   /* nholders holder rows, in no particular order */
 };
 
 /**
