@@ -133,6 +133,11 @@
 #define LS_CTL_STACK (256u * 1024u)
 
 _Static_assert((1u << LS_SLOT_BITS) == KLI_LS_SLOTS, "LS_SLOT_BITS matches KLI_LS_SLOTS");
+_Static_assert(KL_LOCKSTAT_STACK_MAX <= KL_LOCKSTAT_HIST_BUCKETS,
+	       "a stack row's frames fit in its histogram fields");
+/* Holder and stack rows are added only below this many keys: a quarter of a thread's
+ * table stays for the episodes' own rows. */
+#define LS_AUX_KEYS (KLI_LS_MAX_KEYS / 4u * 3u)
 
 struct kli_ls_entry {
 	_Atomic(const void *) lock;   /* NULL: free slot */
@@ -225,9 +230,12 @@ static inline uint64_t ls_hash(const void *lock, const void *site, uint32_t kf)
 	return ((uint64_t)(uintptr_t)lock ^ ((s << 17) | (s >> 47)) ^ kf) * LS_FIB;
 }
 
-static void ls_row_merge(uint64_t *dst, const uint64_t *src)
+/* Adds counters @src to @dst; a stack row's frames (its histogram fields) are kept. */
+static void ls_row_merge(uint64_t *dst, const uint64_t *src, uint32_t kf)
 {
-	for (unsigned f = 0; f < KLI_LS_NFIELDS; f++) {
+	unsigned nf = (kf & KLI_LS_KF_STACK) ? KLI_LS_HIST : KLI_LS_NFIELDS;
+
+	for (unsigned f = 0; f < nf; f++) {
 		if (ls_field_is_max(f))
 			dst[f] = src[f] > dst[f] ? src[f] : dst[f];
 		else
@@ -280,7 +288,7 @@ static int ls_map_add(struct kli_ls_map *m, const struct kli_ls_row *src)
 		m->n++;
 		return 0;
 	}
-	ls_row_merge(r->v, src->v);
+	ls_row_merge(r->v, src->v, src->kf);
 	return 0;
 }
 
@@ -440,6 +448,45 @@ static struct kli_ls_entry *ls_entry(struct kli_ls_table *t, const void *lock,
 
 static const void *ls_holder_swap(const void *lock, const void *site, bool acquired);
 
+/* Frames per recorded stack (KLOCK_LOCKSTAT_STACK; 0: none). Read-mostly, slow paths. */
+static _Atomic unsigned ls_stack_depth;
+
+void kli_lockstat_set_stack_depth(unsigned depth)
+{
+	atomic_store_explicit(&ls_stack_depth,
+			      depth < KL_LOCKSTAT_STACK_MAX ? depth : KL_LOCKSTAT_STACK_MAX,
+			      memory_order_relaxed);
+}
+
+/* A captured call stack (before the table is entered: the unwinder may take a lock). */
+struct ls_stack {
+	const void *pcs[KL_LOCKSTAT_STACK_MAX];
+	unsigned n;
+};
+
+/* The stack row of a contended acquisition: keyed by a hash of its frames, which the row
+ * stores when it is created. Loses the stack only when the table is busy with keys. */
+static void ls_stack_row(struct kli_ls_table *t, const struct kli_ls_episode *ep,
+			 const void *lock, uint32_t kf, const struct ls_stack *st)
+{
+	struct kli_ls_entry *e;
+	uint64_t h = 0;
+
+	if (st->n == 0 || t->nkeys >= LS_AUX_KEYS)
+		return;
+	for (unsigned i = 0; i < st->n; i++)
+		h = (h ^ (uint64_t)(uintptr_t)st->pcs[i]) * LS_FIB;
+	e = ls_entry(t, lock, (const void *)(uintptr_t)h, kf | KLI_LS_KF_STACK);
+	if (e == NULL)
+		return;
+	if (atomic_load_explicit(&e->v[KLI_LS_CONTENDED], memory_order_relaxed) == 0)
+		for (unsigned i = 0; i < st->n; i++)
+			atomic_store_explicit(&e->v[KLI_LS_HIST + i], (uint64_t)(uintptr_t)st->pcs[i],
+					      memory_order_relaxed);
+	ls_add(e, KLI_LS_CONTENDED, 1);
+	ls_add(e, KLI_LS_WAIT_NS, ep->wait_ns);
+}
+
 /* The waiter's holder row: its wait charged to the holder's site @holder (HOLDERS). A
  * table too full for the row loses the attribution only: no drop is counted, the episode
  * itself was recorded (or dropped) in its own row. */
@@ -448,8 +495,8 @@ static void ls_holder_row(struct kli_ls_table *t, const struct kli_ls_episode *e
 {
 	struct kli_ls_entry *e;
 
-	if (holder == NULL || (t->nkeys >= KLI_LS_MAX_KEYS - 1u))
-		return;   /* keep the last key for a real row: ls_entry() would drop */
+	if (holder == NULL || t->nkeys >= LS_AUX_KEYS)
+		return;   /* keys stay for real rows; ls_entry() would count a drop */
 	e = ls_entry(t, lock, holder, kf | KLI_LS_KF_HOLDER);
 	if (e == NULL)
 		return;
@@ -464,12 +511,18 @@ void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 	 * that locks), which overwrites the preload's kli_site_override. */
 	const void *where = kli_site_program(kli_site(site));
 	const void *holder = ls_holder_swap(lock, where, !(flags & KLI_HF_FAILED));
-	struct kli_ls_table *t = ls_table_enter(kli_self());
+	unsigned depth = atomic_load_explicit(&ls_stack_depth, memory_order_relaxed);
+	struct ls_stack st = { .n = 0 };
+	struct kli_ls_table *t;
 	struct kli_ls_entry *e;
 
+	if (kl_unlikely(depth != 0) && !(flags & KLI_HF_FAILED))
+		st.n = kli_stack_from(where, st.pcs, depth);
+	t = ls_table_enter(kli_self());
 	if (t == NULL)
 		return;
 	ls_holder_row(t, ep, lock, kli_ls_kf(kind, flags), flags, holder);
+	ls_stack_row(t, ep, lock, kli_ls_kf(kind, flags), &st);
 	e = ls_entry(t, lock, where, kli_ls_kf(kind, flags));
 	if (e != NULL) {
 		ls_add(e, (flags & KLI_HF_FAILED) ? KLI_LS_FAILED : KLI_LS_CONTENDED, 1);
@@ -1022,7 +1075,7 @@ static int ls_fold_groups(struct kli_ls_map *m)
 			continue;
 		if (kli_lock_group_find(r.lock, &mb)) {
 			r.lock = mb.owner;
-			r.kf = (uint32_t)mb.kind | (r.kf & (KLI_LS_KF_READ | KLI_LS_KF_HOLDER));
+			r.kf = (uint32_t)mb.kind | (r.kf & KLI_LS_KF_BITS);
 		}
 		err = ls_map_add(&folded, &r);
 	}
@@ -1037,7 +1090,7 @@ static int ls_fold_groups(struct kli_ls_map *m)
 
 static const char *ls_kind_name(uint32_t kf)
 {
-	return kli_kind_name((enum kli_kind)(kf & ~(KLI_LS_KF_READ | KLI_LS_KF_HOLDER)));
+	return kli_kind_name((enum kli_kind)(kf & ~KLI_LS_KF_BITS));
 }
 
 /* Holder row @r (KLI_LS_KF_HOLDER) as a public holder; no totals (its wait is the row's). */
@@ -1074,16 +1127,34 @@ static void ls_fill_row(struct kl_lockstat_snapshot *s, struct kl_lockstat_row *
 	s->acquisitions += o->acquisitions;
 }
 
-/* Fills the public rows, holders and totals of @s from @m. */
+/* Stack row @r (KLI_LS_KF_STACK) as a public stack; no totals (its wait is the row's). */
+static void ls_fill_stack(struct kl_lockstat_stack *o, const struct kli_ls_row *r)
+{
+	*o = (struct kl_lockstat_stack){
+		.lock = r->lock, .kind = ls_kind_name(r->kf),
+		.read = (r->kf & KLI_LS_KF_READ) != 0,
+		.contended = r->v[KLI_LS_CONTENDED], .wait_ns = r->v[KLI_LS_WAIT_NS],
+	};
+	while (o->depth < KL_LOCKSTAT_STACK_MAX && r->v[KLI_LS_HIST + o->depth] != 0) {
+		o->frames[o->depth] = (const void *)(uintptr_t)r->v[KLI_LS_HIST + o->depth];
+		o->depth++;
+	}
+}
+
+/* Fills the public rows, holders, stacks and totals of @s from @m. */
 static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
 {
-	size_t k = 0, h = 0, nh = 0;
+	size_t k = 0, h = 0, st = 0, nh = 0, ns = 0;
 
-	for (size_t i = 0; i < m->cap; i++)
+	for (size_t i = 0; i < m->cap; i++) {
 		nh += m->rows[i].lock != NULL && (m->rows[i].kf & KLI_LS_KF_HOLDER);
-	s->rows = m->n > nh ? calloc(m->n - nh, sizeof(*s->rows)) : NULL;
+		ns += m->rows[i].lock != NULL && (m->rows[i].kf & KLI_LS_KF_STACK);
+	}
+	s->rows = m->n > nh + ns ? calloc(m->n - nh - ns, sizeof(*s->rows)) : NULL;
 	s->holders = nh != 0 ? calloc(nh, sizeof(*s->holders)) : NULL;
-	if ((m->n > nh && s->rows == NULL) || (nh != 0 && s->holders == NULL))
+	s->stacks = ns != 0 ? calloc(ns, sizeof(*s->stacks)) : NULL;
+	if ((m->n > nh + ns && s->rows == NULL) || (nh != 0 && s->holders == NULL) ||
+	    (ns != 0 && s->stacks == NULL))
 		return ENOMEM;
 	for (size_t i = 0; i < m->cap; i++) {
 		const struct kli_ls_row *r = &m->rows[i];
@@ -1092,11 +1163,14 @@ static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
 			continue;
 		if (r->kf & KLI_LS_KF_HOLDER)
 			ls_fill_holder(&s->holders[h++], r);
+		else if (r->kf & KLI_LS_KF_STACK)
+			ls_fill_stack(&s->stacks[st++], r);
 		else
 			ls_fill_row(s, &s->rows[k++], r);
 	}
 	s->nrows = k;
 	s->nholders = h;
+	s->nstacks = st;
 	return 0;
 }
 
@@ -1465,12 +1539,31 @@ static void ls_exit_fd(void)
 	ls.exit_ino = st.st_ino;
 }
 
+/* KLOCK_LOCKSTAT_STACK=DEPTH: record call stacks of DEPTH frames (1..8). */
+static void ls_stack_env(void)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT_STACK");
+	char *end;
+	long d;
+
+	if (v == NULL || *v == '\0')
+		return;
+	d = strtol(v, &end, 10);
+	if (*end != '\0' || d < 0 || d > KL_LOCKSTAT_STACK_MAX) {
+		fprintf(stderr, "klock: KLOCK_LOCKSTAT_STACK=%s: expected 0..%d frames; no stacks\n",
+			v, KL_LOCKSTAT_STACK_MAX);
+		return;
+	}
+	kli_lockstat_set_stack_depth((unsigned)d);
+}
+
 void kli_lockstat_init(void)
 {
 	const char *v = getenv("KLOCK_LOCKSTAT");
 
 	kli_thread_on_exit(ls_thread_exit);
 	pthread_atfork(NULL, NULL, ls_atfork_child);
+	ls_stack_env();
 	if (!kli_env_flag("KLOCK_LOCKSTAT"))
 		return;
 	if (strcmp(v, "1") != 0 && kl_lockstat_options_parse(v, &ls.exit_opt) != 0)
@@ -1546,4 +1639,7 @@ void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *s)
 	free(s->holders);
 	s->holders = NULL;
 	s->nholders = 0;
+	free(s->stacks);
+	s->stacks = NULL;
+	s->nstacks = 0;
 }

@@ -46,6 +46,8 @@
 /* Width of a -H histogram bar, and the bar itself (at least HIST_BAR characters). */
 #define HIST_BAR 40
 #define HIST_AT "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"
+/* Call stacks the text report shows per lock (JSON lists them all). */
+#define STACKS_TOP 5
 
 /* An event section: which counters of a row it shows. */
 enum ls_event { EV_SPIN, EV_SLEEP, EV_HOLD, EV_COUNT };
@@ -427,6 +429,58 @@ static size_t holders_of(const struct kl_lockstat_snapshot *s, const struct grou
 	return k;
 }
 
+/* ---- call stacks (KLOCK_LOCKSTAT_STACK) ------------------------------------------------------ */
+
+static bool stack_in(const struct kl_lockstat_stack *st, const struct group *g, bool merged)
+{
+	struct kl_lockstat_row r = { .lock = st->lock, .kind = st->kind };
+
+	if (st->read != g->total.read || strcmp(st->kind, g->total.kind) != 0)
+		return false;
+	return (merged ? merge_lock(&r) : st->lock) == g->total.lock;
+}
+
+static int cmp_stack_frames(const void *a, const void *b)
+{
+	const struct kl_lockstat_stack *x = a, *y = b;
+
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	return memcmp(x->frames, y->frames, x->depth * sizeof(x->frames[0]));
+}
+
+static int cmp_stack_wait(const void *a, const void *b)
+{
+	const struct kl_lockstat_stack *x = a, *y = b;
+
+	if (x->wait_ns != y->wait_ns)
+		return x->wait_ns > y->wait_ns ? -1 : 1;
+	return cmp_stack_frames(a, b);
+}
+
+/* Group @g's stacks into @out (room for s->nstacks), equal stacks of merged locks (-M)
+ * added together, ranked by wait. Returns the count. */
+static size_t stacks_of(const struct kl_lockstat_snapshot *s, const struct group *g,
+			const struct kl_lockstat_options *o, struct kl_lockstat_stack *out)
+{
+	size_t n = 0, k = 0;
+
+	for (size_t i = 0; i < s->nstacks; i++)
+		if (stack_in(&s->stacks[i], g, (o->flags & KL_LOCKSTAT_MERGE) != 0))
+			out[n++] = s->stacks[i];
+	qsort(out, n, sizeof(*out), cmp_stack_frames);
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && cmp_stack_frames(&out[k - 1], &out[i]) == 0) {
+			out[k - 1].contended += out[i].contended;
+			out[k - 1].wait_ns += out[i].wait_ns;
+			continue;
+		}
+		out[k++] = out[i];
+	}
+	qsort(out, k, sizeof(*out), cmp_stack_wait);
+	return k;
+}
+
 /* ---- text ---------------------------------------------------------------------------------- */
 
 /* The process's command name (the kernel's comm: setproctitle() leaves it alone). */
@@ -645,6 +699,38 @@ static int text_holders(FILE *f, const struct kl_lockstat_snapshot *s,
 	return 0;
 }
 
+/* "-- Stacks": per lock of the summary, its STACKS_TOP call stacks with the most wait. */
+static int text_stacks(FILE *f, const struct kl_lockstat_snapshot *s,
+		       const struct kl_lockstat_row **sorted, const struct group *g, size_t ng,
+		       const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_stack *st = malloc((s->nstacks + 1) * sizeof(*st));
+	char lock[LABEL_MAX], label[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	if (st == NULL)
+		return ENOMEM;
+	fprintf(f, "\n-- Stacks (contended acquisitions, at most %d per lock)\n", STACKS_TOP);
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		size_t n = stacks_of(s, &g[i], o, st);
+
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		for (size_t k = 0; k < n && k < STACKS_TOP; k++) {
+			fprintf(f, "\n%s (%s%s): %llu contended, %.2f ms\n", lock, g[i].total.kind,
+				g[i].total.read ? ", read" : "",
+				(unsigned long long)st[k].contended, (double)st[k].wait_ns / NS_PER_MS);
+			for (unsigned d = 0; d < st[k].depth; d++) {
+				caller_label(st[k].frames[d], label, sizeof(label), &named, &obj);
+				fprintf(f, "    %s\n", label);
+			}
+		}
+	}
+	free(st);
+	return 0;
+}
+
 /* lockstat -H: one lock's waits by log2 of their length, a bar per bucket from the first
  * bucket used to the last (bucket b: 2^b <= ns < 2^(b+1)). */
 static void text_hist(FILE *f, const struct kl_lockstat_row *t, const char *lock)
@@ -713,6 +799,8 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		text_revocations(f, sorted, g, ng, o);   /* in the summary's order */
 	if (err == 0 && ng > 0 && s->nholders > 0)
 		err = text_holders(f, s, sorted, g, ng, o);
+	if (err == 0 && ng > 0 && s->nstacks > 0)
+		err = text_stacks(f, s, sorted, g, ng, o);
 	if (err == 0 && ng > 0 && (o->flags & KL_LOCKSTAT_HIST))
 		text_hists(f, sorted, g, ng, o);   /* g is still in the summary's order */
 	if (err == 0 && atomic_load_explicit(&kli_misuse_print, memory_order_relaxed) != NULL)
@@ -835,6 +923,38 @@ static int json_holders(FILE *f, const struct kl_lockstat_snapshot *s, const str
 	return 0;
 }
 
+/* The "stacks" array of group @g's lock object (absent when nothing recorded stacks). */
+static int json_stacks(FILE *f, const struct kl_lockstat_snapshot *s, const struct group *g,
+		       const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_stack *st = malloc((s->nstacks + 1) * sizeof(*st));
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+	size_t n;
+
+	if (st == NULL)
+		return ENOMEM;
+	n = stacks_of(s, g, o, st);
+	fputs(", \"stacks\": [", f);
+	for (size_t k = 0; k < n; k++) {
+		fprintf(f, "%s\n        {\"contended\": %llu, \"wait_ns\": %llu, \"frames\": [",
+			k ? "," : "", (unsigned long long)st[k].contended,
+			(unsigned long long)st[k].wait_ns);
+		for (unsigned d = 0; d < st[k].depth; d++) {
+			caller_label(st[k].frames[d], label, sizeof(label), &named, &obj);
+			fprintf(f, "%s{\"pc\": \"0x%lx\", \"symbol\": ", d ? ", " : "",
+				(unsigned long)(uintptr_t)st[k].frames[d]);
+			json_str(f, named ? label : NULL);
+			fputc('}', f);
+		}
+		fputs("]}", f);
+	}
+	fputc(']', f);
+	free(st);
+	return 0;
+}
+
 static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
 		     const struct kl_lockstat_snapshot *s, const struct kl_lockstat_options *o)
 {
@@ -857,6 +977,8 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 	fputc(']', f);
 	if (err == 0)
 		err = json_holders(f, s, g, o);
+	if (err == 0 && s->nstacks > 0)
+		err = json_stacks(f, s, g, o);
 	fputc('}', f);
 	return err;
 }

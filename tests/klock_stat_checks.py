@@ -409,6 +409,33 @@ def check_holders(a):
     return 0
 
 
+# ---- -S: call stacks ----------------------------------------------------------------------
+
+def check_stacks(a):
+    """-S 3: the contended acquisition of target_lock in stat-target records its stack,
+    target_wait_static <- waiter (the thread's start routine) <- libc; without -S none."""
+    rep = run_json(a, [a.target], clean_env(), '-S', '3')['processes'][0]['report']
+    lk = [lk for lk in rep['locks'] if lk['name'] == 'target_lock']
+    if len(lk) != 1:
+        fail(f'target_lock not in the report: {[x["name"] for x in rep["locks"]]}')
+    sts = lk[0].get('stacks')
+    if not isinstance(sts, list) or len(sts) != 1:
+        fail(f'-S 3: expected one stack on target_lock: {lk[0]}')
+    syms = [f['symbol'] or f['pc'] for f in sts[0]['frames']]
+    if len(syms) != 3 or not syms[0].startswith('target_wait_static+') or \
+       not syms[1].startswith('waiter+') or sts[0]['contended'] != 1:
+        fail(f'-S 3: target_lock\'s stack is not target_wait_static <- waiter <- ...: {sts}')
+    text = run_text(a, [a.target], clean_env(), '-S', '3')
+    if not re.search(r'-- Stacks .*\n\ntarget_lock \(mutex\): 1 contended, [0-9.]+ ms\n'
+                     r' +target_wait_static\+0x[0-9a-f]+\n +waiter\+0x', text):
+        fail(f'-S 3: the text report shows no target_wait_static <- waiter stack:\n{text}')
+    rep = run_json(a, [a.target], clean_env())['processes'][0]['report']
+    if any('stacks' in lk for lk in rep['locks']):
+        fail('stacks recorded without -S')
+    print(f'ok: -S 3: target_lock\'s contended stack {syms}; none without -S')
+    return 0
+
+
 # ---- --attach ---------------------------------------------------------------------------
 
 def attach_raw(pid, req):
@@ -486,7 +513,7 @@ def check_filter(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
-                                      'attach', 'filter', 'holders'])
+                                      'attach', 'filter', 'holders', 'stacks'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)

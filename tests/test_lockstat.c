@@ -678,6 +678,51 @@ static void test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site(v
 	kl_lockstat_snapshot_free(&s);
 }
 
+/* Two program frames above a real episode, for the call-stack test. */
+static KL_NOINLINE void stack_inner(const void *lock)
+{
+	drive_episode(lock, 0, 1);
+	__asm__ volatile("" ::: "memory");   /* not a tail call: keep this frame */
+}
+
+static KL_NOINLINE void stack_outer(const void *lock)
+{
+	stack_inner(lock);
+	__asm__ volatile("" ::: "memory");
+}
+
+/* With a stack depth set, a contended acquisition records its call stack from the call
+ * site outwards (at most that many frames); without one, or for a failed attempt, none. */
+static void test_lockstat_records_the_call_stack_of_a_contended_acquisition(void **state)
+{
+	struct kl_lockstat_snapshot s;
+	const struct kl_lockstat_stack *st = NULL;
+	char sym[256];
+
+	(void)state;
+	stack_outer(&locks[6]);                  /* depth 0: no stack */
+	kli_lockstat_set_stack_depth(3);
+	stack_outer(&locks[7]);
+	record_episode(&locks[7], &sites[1], KLI_HF_TRY | KLI_HF_FAILED, 1, 1, 0, 0);
+	kli_lockstat_set_stack_depth(0);
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	for (size_t i = 0; i < s.nstacks; i++) {
+		assert_ptr_equal(s.stacks[i].lock, &locks[7]);
+		st = &s.stacks[i];
+	}
+	assert_int_equal(s.nstacks, 1);
+	assert_int_equal(st->contended, 1);
+	assert_int_equal(st->depth, 3);
+	/* frames[0]: the episode's site (drive_episode's caller), then its callers */
+	kli_symbolize(st->frames[0], sym, sizeof(sym));
+	assert_non_null(strstr(sym, "stack_inner+0x"));
+	kli_symbolize(st->frames[1], sym, sizeof(sym));
+	assert_non_null(strstr(sym, "stack_outer+0x"));
+	kli_symbolize(st->frames[2], sym, sizeof(sym));
+	assert_non_null(strstr(sym, "test_lockstat_records_the_call_stack_of_a_contended_"));
+	kl_lockstat_snapshot_free(&s);
+}
+
 /* The write rows' revocations of @lock, summed (all callers). */
 static uint64_t revocations_of(const void *lock, uint64_t *ns)
 {
@@ -1057,6 +1102,7 @@ int main(void)
 		T(test_lockstat_real_kl_mutex_holder_and_waiter),
 		T(test_lockstat_counts_one_revocation_per_biased_write),
 		T(test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site),
+		T(test_lockstat_records_the_call_stack_of_a_contended_acquisition),
 		cmocka_unit_test(test_lockstat_tick_conversion_matches_the_clock),
 		T(test_lockstat_text_report_names_lock_and_call_site),
 		T(test_lockstat_json_report_parses_and_names_call_site),

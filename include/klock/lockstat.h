@@ -113,6 +113,24 @@ struct kl_lockstat_holder {
 	uint64_t wait_ns;        /* their total wait */
 };
 
+/* Most frames of a recorded call stack (KLOCK_LOCKSTAT_STACK=DEPTH, klock-stat -S). */
+#define KL_LOCKSTAT_STACK_MAX 8
+
+/*
+ * One call stack of contended acquisitions of a lock (one side), recorded when the process
+ * runs with KLOCK_LOCKSTAT_STACK=DEPTH (klock-stat -S DEPTH): frames[0] is the call site
+ * (the rows' caller), then its callers outwards, at most DEPTH of them.
+ */
+struct kl_lockstat_stack {
+	const void *lock;        /* the lock's address */
+	const char *kind;        /* lock type, as in struct kl_lockstat_row */
+	bool read;               /* the shared (read) side */
+	unsigned depth;          /* frames[0 .. depth) are valid */
+	const void *frames[KL_LOCKSTAT_STACK_MAX];   /* return addresses, innermost first */
+	uint64_t contended;      /* contended acquisitions with this stack */
+	uint64_t wait_ns;        /* their total wait */
+};
+
 /* Everything recorded since the last reset, merged over all threads (live and exited). */
 struct kl_lockstat_snapshot {
 	uint64_t elapsed_ns;     /* time spent recording (sum of start..stop windows) */
@@ -132,6 +150,9 @@ struct kl_lockstat_snapshot {
 	struct kl_lockstat_row *rows;   /* nrows rows, in no particular order */
 	size_t nholders;
 	struct kl_lockstat_holder *holders;   /* nholders holder rows, in no particular order */
+	size_t nstacks;
+	struct kl_lockstat_stack *stacks;     /* nstacks stacks, in no particular order (none
+	                                       * unless KLOCK_LOCKSTAT_STACK was set) */
 };
 
 /**
