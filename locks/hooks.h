@@ -30,6 +30,13 @@
  *                             lockstat records one contended acquisition with its spin
  *                             and sleep time, keyed by (lock, site)
  *
+ * POLICY events - compiled like the slow-path events, reported only from a lock's rare
+ * paths (never an uncontended acquisition's):
+ *   kli_hook_revoked(lock, kind, cost_ns, site)   a read-mostly lock's writer revoked the
+ *                             readers' bias (kl_rmlock: membarrier + scan + drain, under the
+ *                             write hold); cost_ns is how long that took. lockstat counts
+ *                             it in the (lock, site) write row.
+ *
  * LIFETIME events - always compiled: kli_hook_created(lock, kind, flags) in init (and on
  * first use of a statically initialised lock, where the primitive can tell), and
  * kli_hook_destroyed(lock, kind) in destroy (also forgets the lock's name). A lock built
@@ -211,6 +218,17 @@ extern struct kli_lockstat_switch kli_lockstat;
 void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_kind kind,
 			 unsigned flags, const void *site);
 
+/* Records a bias revocation (locks/lockstat.c; only called while recording). */
+void kli_lockstat_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns,
+			  const void *site);
+
+static inline void kli_hook_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns,
+				    const void *site)
+{
+	if (kl_unlikely(atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)))
+		kli_lockstat_revoked(lock, kind, cost_ns, site);
+}
+
 static inline void kli_wait_begin(struct kli_wait *w)
 {
 	w->t_begin = 0;
@@ -267,6 +285,12 @@ static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_k
 #else /* !KLOCK_LOCKSTAT */
 /* -Dlockstat=false: the episode brackets compile to nothing, so a slow path is exactly
  * what it would be without the seam (tests/lockstat_callgrind.sh compares the two). */
+static inline void kli_hook_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns,
+				    const void *site)
+{
+	(void)lock, (void)kind, (void)cost_ns, (void)site;
+}
+
 static inline void kli_wait_begin(struct kli_wait *w)
 {
 	(void)w;

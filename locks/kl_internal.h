@@ -140,6 +140,12 @@ void kli_site_skip_init(void);
  * walk). Slow paths only (locks/symtab.c). */
 const void *kli_site_program(const void *site);
 
+/* The call stack from @site outwards: stores at most @max return addresses into @pcs, the
+ * first being @site itself (found in a walk of the calling thread's stack), and returns
+ * how many; 0 when @site is not on the stack or no unwinder is built in. No allocation;
+ * slow paths only (locks/symtab.c). */
+unsigned kli_stack_from(const void *site, const void **pcs, unsigned max);
+
 /* Number of reports made so far (tests count them). */
 unsigned long kli_report_count(void);
 

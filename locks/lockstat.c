@@ -54,6 +54,21 @@
  * record a counted drop instead of a torn update, and a table being allocated is marked
  * by the LS_ALLOCATING pointer.
  *
+ * HOLDERS ("contending points", Linux lock_stat). A waiter also charges its wait to the
+ * call site where the lock's holder acquired it, in a holder row (kf | KLI_LS_KF_HOLDER).
+ * The fast path stores no site, so the holder's site comes from the one place that writes
+ * per-lock data on a slow path only: a shared table of (lock, site) pairs (LS_HOLDER_SLOTS,
+ * mmap()ed on first use, filled like the init-site table) where every thread that acquired
+ * a lock AFTER WAITING stores its site when it records the episode. A recording waiter
+ * reads the entry first, then stores its own: it is charged to the site of the last
+ * contended acquirer before it - the holder it waited for when that holder had itself
+ * waited (the usual case on a contended lock: successive holders are its waiters), an
+ * older one when the holder it waited for took the lock uncontended. A lock whose entry is
+ * empty (no contended acquisition while recording) gives no holder row. The same in every
+ * build: hold builds know each holder's site (held[]), but no owner-id-to-record map lets
+ * a waiter read another thread's held[] safely. Writes one shared line per contended
+ * acquisition (the entry, next to other locks' entries), never on a fast path.
+ *
  * LOCK GROUPS. A lock made of member locks (kl_hashlock's stripes) registers them as a
  * group (hooks.h). Members record their own episodes like any lock; a snapshot then folds
  * every member's rows into rows of the owner, in the owner's kind (ls_fold_groups), so a
@@ -118,6 +133,11 @@
 #define LS_CTL_STACK (256u * 1024u)
 
 _Static_assert((1u << LS_SLOT_BITS) == KLI_LS_SLOTS, "LS_SLOT_BITS matches KLI_LS_SLOTS");
+_Static_assert(KL_LOCKSTAT_STACK_MAX <= KL_LOCKSTAT_HIST_BUCKETS,
+	       "a stack row's frames fit in its histogram fields");
+/* Holder and stack rows are added only below this many keys: a quarter of a thread's
+ * table stays for the episodes' own rows. */
+#define LS_AUX_KEYS (KLI_LS_MAX_KEYS / 4u * 3u)
 
 struct kli_ls_entry {
 	_Atomic(const void *) lock;   /* NULL: free slot */
@@ -210,9 +230,12 @@ static inline uint64_t ls_hash(const void *lock, const void *site, uint32_t kf)
 	return ((uint64_t)(uintptr_t)lock ^ ((s << 17) | (s >> 47)) ^ kf) * LS_FIB;
 }
 
-static void ls_row_merge(uint64_t *dst, const uint64_t *src)
+/* Adds counters @src to @dst; a stack row's frames (its histogram fields) are kept. */
+static void ls_row_merge(uint64_t *dst, const uint64_t *src, uint32_t kf)
 {
-	for (unsigned f = 0; f < KLI_LS_NFIELDS; f++) {
+	unsigned nf = (kf & KLI_LS_KF_STACK) ? KLI_LS_HIST : KLI_LS_NFIELDS;
+
+	for (unsigned f = 0; f < nf; f++) {
 		if (ls_field_is_max(f))
 			dst[f] = src[f] > dst[f] ? src[f] : dst[f];
 		else
@@ -265,7 +288,7 @@ static int ls_map_add(struct kli_ls_map *m, const struct kli_ls_row *src)
 		m->n++;
 		return 0;
 	}
-	ls_row_merge(r->v, src->v);
+	ls_row_merge(r->v, src->v, src->kf);
 	return 0;
 }
 
@@ -423,17 +446,83 @@ static struct kli_ls_entry *ls_entry(struct kli_ls_table *t, const void *lock,
 	return &t->slot[i];
 }
 
+static const void *ls_holder_swap(const void *lock, const void *site, bool acquired);
+
+/* Frames per recorded stack (KLOCK_LOCKSTAT_STACK; 0: none). Read-mostly, slow paths. */
+static _Atomic unsigned ls_stack_depth;
+
+void kli_lockstat_set_stack_depth(unsigned depth)
+{
+	atomic_store_explicit(&ls_stack_depth,
+			      depth < KL_LOCKSTAT_STACK_MAX ? depth : KL_LOCKSTAT_STACK_MAX,
+			      memory_order_relaxed);
+}
+
+/* A captured call stack (before the table is entered: the unwinder may take a lock). */
+struct ls_stack {
+	const void *pcs[KL_LOCKSTAT_STACK_MAX];
+	unsigned n;
+};
+
+/* The stack row of a contended acquisition: keyed by a hash of its frames, which the row
+ * stores when it is created. Loses the stack only when the table is busy with keys. */
+static void ls_stack_row(struct kli_ls_table *t, const struct kli_ls_episode *ep,
+			 const void *lock, uint32_t kf, const struct ls_stack *st)
+{
+	struct kli_ls_entry *e;
+	uint64_t h = 0;
+
+	if (st->n == 0 || t->nkeys >= LS_AUX_KEYS)
+		return;
+	for (unsigned i = 0; i < st->n; i++)
+		h = (h ^ (uint64_t)(uintptr_t)st->pcs[i]) * LS_FIB;
+	e = ls_entry(t, lock, (const void *)(uintptr_t)h, kf | KLI_LS_KF_STACK);
+	if (e == NULL)
+		return;
+	if (atomic_load_explicit(&e->v[KLI_LS_CONTENDED], memory_order_relaxed) == 0)
+		for (unsigned i = 0; i < st->n; i++)
+			atomic_store_explicit(&e->v[KLI_LS_HIST + i], (uint64_t)(uintptr_t)st->pcs[i],
+					      memory_order_relaxed);
+	ls_add(e, KLI_LS_CONTENDED, 1);
+	ls_add(e, KLI_LS_WAIT_NS, ep->wait_ns);
+}
+
+/* The waiter's holder row: its wait charged to the holder's site @holder (HOLDERS). A
+ * table too full for the row loses the attribution only: no drop is counted, the episode
+ * itself was recorded (or dropped) in its own row. */
+static void ls_holder_row(struct kli_ls_table *t, const struct kli_ls_episode *ep,
+			  const void *lock, uint32_t kf, unsigned flags, const void *holder)
+{
+	struct kli_ls_entry *e;
+
+	if (holder == NULL || t->nkeys >= LS_AUX_KEYS)
+		return;   /* keys stay for real rows; ls_entry() would count a drop */
+	e = ls_entry(t, lock, holder, kf | KLI_LS_KF_HOLDER);
+	if (e == NULL)
+		return;
+	ls_add(e, (flags & KLI_HF_FAILED) ? KLI_LS_FAILED : KLI_LS_CONTENDED, 1);
+	ls_add(e, KLI_LS_WAIT_NS, ep->wait_ns);
+}
+
 void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 			  enum kli_kind kind, unsigned flags, const void *site)
 {
 	/* The site first: allocating the table may run an interposed function (a malloc
 	 * that locks), which overwrites the preload's kli_site_override. */
 	const void *where = kli_site_program(kli_site(site));
-	struct kli_ls_table *t = ls_table_enter(kli_self());
+	const void *holder = ls_holder_swap(lock, where, !(flags & KLI_HF_FAILED));
+	unsigned depth = atomic_load_explicit(&ls_stack_depth, memory_order_relaxed);
+	struct ls_stack st = { .n = 0 };
+	struct kli_ls_table *t;
 	struct kli_ls_entry *e;
 
+	if (kl_unlikely(depth != 0) && !(flags & KLI_HF_FAILED))
+		st.n = kli_stack_from(where, st.pcs, depth);
+	t = ls_table_enter(kli_self());
 	if (t == NULL)
 		return;
+	ls_holder_row(t, ep, lock, kli_ls_kf(kind, flags), flags, holder);
+	ls_stack_row(t, ep, lock, kli_ls_kf(kind, flags), &st);
 	e = ls_entry(t, lock, where, kli_ls_kf(kind, flags));
 	if (e != NULL) {
 		ls_add(e, (flags & KLI_HF_FAILED) ? KLI_LS_FAILED : KLI_LS_CONTENDED, 1);
@@ -460,6 +549,23 @@ void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_ki
 	};
 
 	kli_lockstat_episode(&ep, lock, kind, flags, site);
+}
+
+void kli_lockstat_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns,
+			  const void *site)
+{
+	const void *where = kli_site_program(kli_site(site));   /* before the table */
+	struct kli_ls_table *t = ls_table_enter(kli_self());
+	struct kli_ls_entry *e;
+
+	if (t == NULL)
+		return;
+	e = ls_entry(t, lock, where, kli_ls_kf(kind, 0));
+	if (e != NULL) {
+		ls_add(e, KLI_LS_REVOKES, 1);
+		ls_add(e, KLI_LS_REVOKE_NS, cost_ns);
+	}
+	ls_table_leave(t);
 }
 
 #if KLOCK_LOCKSTAT_HOLD
@@ -548,28 +654,33 @@ struct ls_init_slot {
 	_Atomic(const void *) site;
 };
 
-static _Atomic(struct ls_init_slot *) ls_init_tab;
+static _Atomic(void *) ls_init_tab;   /* struct ls_init_slot[LS_INIT_SLOTS] */
 
-static struct ls_init_slot *ls_init_table(void)
+/* The table published at *@tab (@bytes of zeroes, mmap()ed by the first caller); NULL when
+ * the mapping fails. Shared by the init-site and holder tables. */
+static void *ls_shared_table(_Atomic(void *) *tab, size_t bytes)
 {
 	/* I2: pairs with I1 below (another thread's publication of the table) */
-	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire), *n;
-	void *p;
+	void *t = atomic_load_explicit(tab, memory_order_acquire), *n;
 
 	if (t != NULL)
 		return t;
-	p = mmap(NULL, LS_INIT_SLOTS * sizeof(*t), PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	n = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (n == MAP_FAILED)
 		return NULL;
-	n = p;
 	/* I1: pairs with I2 (the acquire above): readers see the zeroed table */
-	if (!atomic_compare_exchange_strong_explicit(&ls_init_tab, &t, n, memory_order_acq_rel,
+	if (!atomic_compare_exchange_strong_explicit(tab, &t, n, memory_order_acq_rel,
 						     memory_order_acquire)) {
-		munmap(p, LS_INIT_SLOTS * sizeof(*t));
+		munmap(n, bytes);
 		return t;
 	}
 	return n;
+}
+
+static struct ls_init_slot *ls_init_table(void)
+{
+	return ls_shared_table(&ls_init_tab,
+			       LS_INIT_SLOTS * sizeof(struct ls_init_slot));
 }
 
 static unsigned ls_init_hash(const void *lock)
@@ -601,7 +712,7 @@ void kli_lockstat_created(const void *lock)
 
 const void *kli_lockstat_init_site(const void *lock)
 {
-	/* I2: pairs with I1 in ls_init_table() */
+	/* I2: pairs with I1 in ls_shared_table() */
 	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire);
 	unsigned i = ls_init_hash(lock);
 
@@ -615,6 +726,67 @@ const void *kli_lockstat_init_site(const void *lock)
 			return NULL;
 	}
 	return NULL;
+}
+
+/* ---- holders' sites (HOLDERS in the theory block) -----------------------------------
+ * Per lock, the program call site of the last thread that acquired it after waiting, and
+ * the generation it was stored in (an entry of an older generation reads as empty, so a
+ * reset forgets holders too). Open-addressed like the init-site table, filled with a CAS
+ * on the key, written only from recorded slow-path episodes. The site and generation are
+ * hints read without a seqcount: a racing store can pair one episode's site with the
+ * other's generation, which misattributes that one wait at worst.
+ */
+/* Slots (a power of two): 24 bytes each, 384 KiB, mmap()ed on the first recorded wait. */
+#define LS_HOLDER_SLOTS (1u << 14)
+/* Probes before a lock goes without holder rows. */
+#define LS_HOLDER_PROBES 64u
+
+struct ls_holder_slot {
+	_Atomic(const void *) lock;
+	_Atomic(const void *) site;
+	_Atomic uint32_t gen;
+};
+
+static _Atomic(void *) ls_holder_tab;   /* struct ls_holder_slot[LS_HOLDER_SLOTS] */
+
+/* @lock's slot (claimed if new), or NULL: no table, or LS_HOLDER_PROBES taken. */
+static struct ls_holder_slot *ls_holder_slot(const void *lock)
+{
+	struct ls_holder_slot *t = ls_shared_table(&ls_holder_tab,
+						   LS_HOLDER_SLOTS * sizeof(*t));
+	unsigned i = (unsigned)(((uint64_t)(uintptr_t)lock * LS_FIB) >> 48) &
+		     (LS_HOLDER_SLOTS - 1);
+
+	for (unsigned n = 0; t != NULL && n < LS_HOLDER_PROBES;
+	     n++, i = (i + 1) & (LS_HOLDER_SLOTS - 1)) {
+		const void *k = atomic_load_explicit(&t[i].lock, memory_order_relaxed);
+
+		/* a plain load first: a lock's slot is found without a read-modify-write */
+		if (k == lock || (k == NULL && (atomic_compare_exchange_strong_explicit(
+							&t[i].lock, &k, lock, memory_order_relaxed,
+							memory_order_relaxed) || k == lock)))
+			return &t[i];
+	}
+	return NULL;
+}
+
+/* The site stored for @lock in this generation (NULL: none); then, if the episode ended
+ * in an acquisition (@acquired), @site becomes the lock's holder site. */
+static const void *ls_holder_swap(const void *lock, const void *site, bool acquired)
+{
+	struct ls_holder_slot *h = ls_holder_slot(lock);
+	uint32_t gen = atomic_load_explicit(&kli_lockstat.gen, memory_order_relaxed);
+	const void *prev;
+
+	if (h == NULL)
+		return NULL;
+	prev = atomic_load_explicit(&h->gen, memory_order_relaxed) == gen ?
+		atomic_load_explicit(&h->site, memory_order_relaxed) : NULL;
+	if (acquired && prev != site) {   /* the same holder again: leave the line clean */
+		atomic_store_explicit(&h->site, site, memory_order_relaxed);
+		atomic_store_explicit(&h->gen, gen, memory_order_relaxed);
+	}
+	return prev;
 }
 
 /* ---- readers ----------------------------------------------------------------------------- */
@@ -903,8 +1075,7 @@ static int ls_fold_groups(struct kli_ls_map *m)
 			continue;
 		if (kli_lock_group_find(r.lock, &mb)) {
 			r.lock = mb.owner;
-			r.kf = kli_ls_kf((enum kli_kind)mb.kind,
-					 (r.kf & KLI_LS_KF_READ) ? KLI_HF_READ : 0);
+			r.kf = (uint32_t)mb.kind | (r.kf & KLI_LS_KF_BITS);
 		}
 		err = ls_map_add(&folded, &r);
 	}
@@ -917,40 +1088,89 @@ static int ls_fold_groups(struct kli_ls_map *m)
 	return 0;
 }
 
-/* Fills the public rows and the totals of @s from @m. */
+static const char *ls_kind_name(uint32_t kf)
+{
+	return kli_kind_name((enum kli_kind)(kf & ~KLI_LS_KF_BITS));
+}
+
+/* Holder row @r (KLI_LS_KF_HOLDER) as a public holder; no totals (its wait is the row's). */
+static void ls_fill_holder(struct kl_lockstat_holder *o, const struct kli_ls_row *r)
+{
+	*o = (struct kl_lockstat_holder){
+		.lock = r->lock, .holder = r->site, .kind = ls_kind_name(r->kf),
+		.read = (r->kf & KLI_LS_KF_READ) != 0,
+		.waits = r->v[KLI_LS_CONTENDED] + r->v[KLI_LS_FAILED],
+		.wait_ns = r->v[KLI_LS_WAIT_NS],
+	};
+}
+
+/* Row @r as a public row; adds it to the totals of @s. */
+static void ls_fill_row(struct kl_lockstat_snapshot *s, struct kl_lockstat_row *o,
+			const struct kli_ls_row *r)
+{
+	*o = (struct kl_lockstat_row){
+		.lock = r->lock, .caller = r->site, .kind = ls_kind_name(r->kf),
+		.read = (r->kf & KLI_LS_KF_READ) != 0,
+		.acquisitions = r->v[KLI_LS_ACQUIRED], .contended = r->v[KLI_LS_CONTENDED],
+		.failed = r->v[KLI_LS_FAILED], .spin_count = r->v[KLI_LS_NSPIN],
+		.spin_ns = r->v[KLI_LS_SPIN_NS], .sleep_count = r->v[KLI_LS_NSLEEP],
+		.sleep_ns = r->v[KLI_LS_SLEEP_NS], .wait_ns = r->v[KLI_LS_WAIT_NS],
+		.wait_max_ns = r->v[KLI_LS_WAIT_MAX], .hold_ns = r->v[KLI_LS_HOLD_NS],
+		.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
+		.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
+		.revocations = r->v[KLI_LS_REVOKES], .revoke_ns = r->v[KLI_LS_REVOKE_NS],
+	};
+	memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
+	s->wait_ns += o->wait_ns;
+	s->contended += o->contended;
+	s->failed += o->failed;
+	s->acquisitions += o->acquisitions;
+}
+
+/* Stack row @r (KLI_LS_KF_STACK) as a public stack; no totals (its wait is the row's). */
+static void ls_fill_stack(struct kl_lockstat_stack *o, const struct kli_ls_row *r)
+{
+	*o = (struct kl_lockstat_stack){
+		.lock = r->lock, .kind = ls_kind_name(r->kf),
+		.read = (r->kf & KLI_LS_KF_READ) != 0,
+		.contended = r->v[KLI_LS_CONTENDED], .wait_ns = r->v[KLI_LS_WAIT_NS],
+	};
+	while (o->depth < KL_LOCKSTAT_STACK_MAX && r->v[KLI_LS_HIST + o->depth] != 0) {
+		o->frames[o->depth] = (const void *)(uintptr_t)r->v[KLI_LS_HIST + o->depth];
+		o->depth++;
+	}
+}
+
+/* Fills the public rows, holders, stacks and totals of @s from @m. */
 static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
 {
-	size_t k = 0;
+	size_t k = 0, h = 0, st = 0, nh = 0, ns = 0;
 
-	s->rows = m->n != 0 ? calloc(m->n, sizeof(*s->rows)) : NULL;
-	if (m->n != 0 && s->rows == NULL)
+	for (size_t i = 0; i < m->cap; i++) {
+		nh += m->rows[i].lock != NULL && (m->rows[i].kf & KLI_LS_KF_HOLDER);
+		ns += m->rows[i].lock != NULL && (m->rows[i].kf & KLI_LS_KF_STACK);
+	}
+	s->rows = m->n > nh + ns ? calloc(m->n - nh - ns, sizeof(*s->rows)) : NULL;
+	s->holders = nh != 0 ? calloc(nh, sizeof(*s->holders)) : NULL;
+	s->stacks = ns != 0 ? calloc(ns, sizeof(*s->stacks)) : NULL;
+	if ((m->n > nh + ns && s->rows == NULL) || (nh != 0 && s->holders == NULL) ||
+	    (ns != 0 && s->stacks == NULL))
 		return ENOMEM;
 	for (size_t i = 0; i < m->cap; i++) {
 		const struct kli_ls_row *r = &m->rows[i];
-		struct kl_lockstat_row *o;
 
 		if (r->lock == NULL)
 			continue;
-		o = &s->rows[k++];
-		*o = (struct kl_lockstat_row){
-			.lock = r->lock, .caller = r->site,
-			.kind = kli_kind_name((enum kli_kind)(r->kf & ~KLI_LS_KF_READ)),
-			.read = (r->kf & KLI_LS_KF_READ) != 0,
-			.acquisitions = r->v[KLI_LS_ACQUIRED], .contended = r->v[KLI_LS_CONTENDED],
-			.failed = r->v[KLI_LS_FAILED], .spin_count = r->v[KLI_LS_NSPIN],
-			.spin_ns = r->v[KLI_LS_SPIN_NS], .sleep_count = r->v[KLI_LS_NSLEEP],
-			.sleep_ns = r->v[KLI_LS_SLEEP_NS], .wait_ns = r->v[KLI_LS_WAIT_NS],
-			.wait_max_ns = r->v[KLI_LS_WAIT_MAX], .hold_ns = r->v[KLI_LS_HOLD_NS],
-			.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
-			.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
-		};
-		memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
-		s->wait_ns += o->wait_ns;
-		s->contended += o->contended;
-		s->failed += o->failed;
-		s->acquisitions += o->acquisitions;
+		if (r->kf & KLI_LS_KF_HOLDER)
+			ls_fill_holder(&s->holders[h++], r);
+		else if (r->kf & KLI_LS_KF_STACK)
+			ls_fill_stack(&s->stacks[st++], r);
+		else
+			ls_fill_row(s, &s->rows[k++], r);
 	}
 	s->nrows = k;
+	s->nholders = h;
+	s->nstacks = st;
 	return 0;
 }
 
@@ -1319,12 +1539,31 @@ static void ls_exit_fd(void)
 	ls.exit_ino = st.st_ino;
 }
 
+/* KLOCK_LOCKSTAT_STACK=DEPTH: record call stacks of DEPTH frames (1..8). */
+static void ls_stack_env(void)
+{
+	const char *v = getenv("KLOCK_LOCKSTAT_STACK");
+	char *end;
+	long d;
+
+	if (v == NULL || *v == '\0')
+		return;
+	d = strtol(v, &end, 10);
+	if (*end != '\0' || d < 0 || d > KL_LOCKSTAT_STACK_MAX) {
+		fprintf(stderr, "klock: KLOCK_LOCKSTAT_STACK=%s: expected 0..%d frames; no stacks\n",
+			v, KL_LOCKSTAT_STACK_MAX);
+		return;
+	}
+	kli_lockstat_set_stack_depth((unsigned)d);
+}
+
 void kli_lockstat_init(void)
 {
 	const char *v = getenv("KLOCK_LOCKSTAT");
 
 	kli_thread_on_exit(ls_thread_exit);
 	pthread_atfork(NULL, NULL, ls_atfork_child);
+	ls_stack_env();
 	if (!kli_env_flag("KLOCK_LOCKSTAT"))
 		return;
 	if (strcmp(v, "1") != 0 && kl_lockstat_options_parse(v, &ls.exit_opt) != 0)
@@ -1397,4 +1636,10 @@ void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *s)
 	free(s->rows);
 	s->rows = NULL;
 	s->nrows = 0;
+	free(s->holders);
+	s->holders = NULL;
+	s->nholders = 0;
+	free(s->stacks);
+	s->stacks = NULL;
+	s->nstacks = 0;
 }

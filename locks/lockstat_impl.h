@@ -36,12 +36,23 @@ enum kli_ls_field {
 	KLI_LS_HOLD_NS,
 	KLI_LS_HOLD_MAX,
 	KLI_LS_HOLD_MINV,   /* ~(shortest hold): the max of ~x is the min of x */
+	KLI_LS_REVOKES,     /* bias revocations by this (write) site (kl_rmlock) */
+	KLI_LS_REVOKE_NS,   /* their total cost */
 	KLI_LS_HIST,        /* KL_LOCKSTAT_HIST_BUCKETS wait counts by log2(ns) from here */
 	KLI_LS_NFIELDS = KLI_LS_HIST + KL_LOCKSTAT_HIST_BUCKETS
 };
 
 /* The key's third part: the lock kind, plus this bit for the shared (read) side. */
 #define KLI_LS_KF_READ 0x100u
+/* ... and this bit for a holder row: the key's site is where the lock's holder acquired it
+ * (locks/lockstat.c, HOLDERS), and only CONTENDED, FAILED and WAIT_NS are counted. */
+#define KLI_LS_KF_HOLDER 0x200u
+/* ... and this bit for a stack row: the key's site is a hash of the call stack of a
+ * contended acquisition, whose frames are stored in the row's KLI_LS_HIST fields (at
+ * most KL_LOCKSTAT_STACK_MAX); only CONTENDED and WAIT_NS are counted. */
+#define KLI_LS_KF_STACK 0x400u
+/* The bits above the lock kind. */
+#define KLI_LS_KF_BITS (KLI_LS_KF_READ | KLI_LS_KF_HOLDER | KLI_LS_KF_STACK)
 
 static inline uint32_t kli_ls_kf(enum kli_kind kind, unsigned flags)
 {
@@ -65,6 +76,10 @@ void kli_lockstat_created(const void *lock);
 
 /* The init call site remembered for @lock, or NULL. Report time. */
 const void *kli_lockstat_init_site(const void *lock);
+
+/* Frames recorded per contended acquisition (0: no stacks; at most
+ * KL_LOCKSTAT_STACK_MAX). KLOCK_LOCKSTAT_STACK sets it at load; tests set it directly. */
+void kli_lockstat_set_stack_depth(unsigned depth);
 
 /* Library start-up (locks/init.c): exit hook, fork handler, KLOCK_LOCKSTAT. */
 void kli_lockstat_init(void);

@@ -46,6 +46,8 @@
 /* Width of a -H histogram bar, and the bar itself (at least HIST_BAR characters). */
 #define HIST_BAR 40
 #define HIST_AT "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"
+/* Call stacks the text report shows per lock (JSON lists them all). */
+#define STACKS_TOP 5
 
 /* An event section: which counters of a row it shows. */
 enum ls_event { EV_SPIN, EV_SLEEP, EV_HOLD, EV_COUNT };
@@ -145,6 +147,8 @@ static void row_add(struct kl_lockstat_row *g, const struct kl_lockstat_row *r)
 		g->hold_min_ns = r->hold_min_ns;
 	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
 		g->wait_hist[b] += r->wait_hist[b];
+	g->revocations += r->revocations;
+	g->revoke_ns += r->revoke_ns;
 }
 
 /* A lock's rows: sorted[first .. first + n), with their total. */
@@ -368,6 +372,115 @@ static void fold_label(char *label, bool fold)
 		label[n - 4] = '\0';
 }
 
+/* ---- holders ("contending points") ---------------------------------------------------------- */
+
+/* Whether holder row @h belongs to group @g: its lock (merged as the group's under -M),
+ * type and side. */
+static bool holder_in(const struct kl_lockstat_holder *h, const struct group *g, bool merged)
+{
+	struct kl_lockstat_row r = { .lock = h->lock, .kind = h->kind };
+
+	if (h->read != g->total.read || strcmp(h->kind, g->total.kind) != 0)
+		return false;
+	return (merged ? merge_lock(&r) : h->lock) == g->total.lock;
+}
+
+static int cmp_holder_site(const void *a, const void *b)
+{
+	const struct kl_lockstat_holder *x = a, *y = b;
+
+	return x->holder == y->holder ? 0 : (uintptr_t)x->holder < (uintptr_t)y->holder ? -1 : 1;
+}
+
+static int cmp_holder_wait(const void *a, const void *b)
+{
+	const struct kl_lockstat_holder *x = a, *y = b;
+
+	if (x->wait_ns != y->wait_ns)
+		return x->wait_ns > y->wait_ns ? -1 : 1;
+	return cmp_holder_site(a, b);
+}
+
+/* Group @g's holder rows into @out (room for s->nholders), one per holder site (-m: per
+ * function), ranked by wait. Returns the count. */
+static size_t holders_of(const struct kl_lockstat_snapshot *s, const struct group *g,
+			 const struct kl_lockstat_options *o, struct kl_lockstat_holder *out)
+{
+	size_t n = 0, k = 0;
+
+	for (size_t i = 0; i < s->nholders; i++) {
+		if (!holder_in(&s->holders[i], g, (o->flags & KL_LOCKSTAT_MERGE) != 0))
+			continue;
+		out[n] = s->holders[i];
+		if (o->flags & KL_LOCKSTAT_MERGE_CALLERS)
+			out[n].holder = merge_caller(out[n].holder);
+		n++;
+	}
+	qsort(out, n, sizeof(*out), cmp_holder_site);
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && out[k - 1].holder == out[i].holder) {
+			out[k - 1].waits += out[i].waits;
+			out[k - 1].wait_ns += out[i].wait_ns;
+			continue;
+		}
+		out[k++] = out[i];
+	}
+	qsort(out, k, sizeof(*out), cmp_holder_wait);
+	return k;
+}
+
+/* ---- call stacks (KLOCK_LOCKSTAT_STACK) ------------------------------------------------------ */
+
+static bool stack_in(const struct kl_lockstat_stack *st, const struct group *g, bool merged)
+{
+	struct kl_lockstat_row r = { .lock = st->lock, .kind = st->kind };
+
+	if (st->read != g->total.read || strcmp(st->kind, g->total.kind) != 0)
+		return false;
+	return (merged ? merge_lock(&r) : st->lock) == g->total.lock;
+}
+
+static int cmp_stack_frames(const void *a, const void *b)
+{
+	const struct kl_lockstat_stack *x = a, *y = b;
+
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	return memcmp(x->frames, y->frames, x->depth * sizeof(x->frames[0]));
+}
+
+static int cmp_stack_wait(const void *a, const void *b)
+{
+	const struct kl_lockstat_stack *x = a, *y = b;
+
+	if (x->wait_ns != y->wait_ns)
+		return x->wait_ns > y->wait_ns ? -1 : 1;
+	return cmp_stack_frames(a, b);
+}
+
+/* Group @g's stacks into @out (room for s->nstacks), equal stacks of merged locks (-M)
+ * added together, ranked by wait. Returns the count. */
+static size_t stacks_of(const struct kl_lockstat_snapshot *s, const struct group *g,
+			const struct kl_lockstat_options *o, struct kl_lockstat_stack *out)
+{
+	size_t n = 0, k = 0;
+
+	for (size_t i = 0; i < s->nstacks; i++)
+		if (stack_in(&s->stacks[i], g, (o->flags & KL_LOCKSTAT_MERGE) != 0))
+			out[n++] = s->stacks[i];
+	qsort(out, n, sizeof(*out), cmp_stack_frames);
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && cmp_stack_frames(&out[k - 1], &out[i]) == 0) {
+			out[k - 1].contended += out[i].contended;
+			out[k - 1].wait_ns += out[i].wait_ns;
+			continue;
+		}
+		out[k++] = out[i];
+	}
+	qsort(out, k, sizeof(*out), cmp_stack_wait);
+	return k;
+}
+
 /* ---- text ---------------------------------------------------------------------------------- */
 
 /* The process's command name (the kernel's comm: setproctitle() leaves it alone). */
@@ -528,6 +641,96 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 	}
 }
 
+/* "-- Bias revocations": read-mostly locks (kl_rmlock) whose writers revoked the readers'
+ * bias, in the summary's order; nothing when no lock was revoked. */
+static void text_revocations(FILE *f, const struct kl_lockstat_row **sorted,
+			     const struct group *g, size_t ng,
+			     const struct kl_lockstat_options *o)
+{
+	char lock[LABEL_MAX];
+	bool any = false;
+
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		const struct kl_lockstat_row *t = &g[i].total;
+
+		if (t->revocations == 0)
+			continue;
+		if (!any)
+			fprintf(f, "\n-- Bias revocations (read-mostly locks)\n\n"
+				"Revocations  Revoke/us AvgRevoke/us Lock                   Type\n");
+		any = true;
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		fprintf(f, "%11llu %10.1f %12.1f %-*s %s\n", (unsigned long long)t->revocations,
+			(double)t->revoke_ns / NS_PER_US,
+			(double)t->revoke_ns / (double)t->revocations / NS_PER_US, LOCK_COL, lock,
+			t->kind);
+	}
+}
+
+/* "-- Holders": per lock of the summary (in its order), the waits charged to the site
+ * where the holder had acquired it (struct kl_lockstat_holder says which holder). */
+static int text_holders(FILE *f, const struct kl_lockstat_snapshot *s,
+			const struct kl_lockstat_row **sorted, const struct group *g, size_t ng,
+			const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_holder *h = malloc((s->nholders + 1) * sizeof(*h));
+	char lock[LABEL_MAX], label[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	if (h == NULL)
+		return ENOMEM;
+	fprintf(f, "\n-- Holders (contending points: where the lock's holder acquired it)\n\n"
+		"     Waits    Wait/ms Lock                   Holder\n");
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		size_t n = holders_of(s, &g[i], o, h);
+
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		for (size_t k = 0; k < n; k++) {
+			caller_label(h[k].holder, label, sizeof(label), &named, &obj);
+			fold_label(label, (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
+			fprintf(f, "%10llu %10.2f %-*s %s\n", (unsigned long long)h[k].waits,
+				(double)h[k].wait_ns / NS_PER_MS, LOCK_COL, lock, label);
+		}
+	}
+	free(h);
+	return 0;
+}
+
+/* "-- Stacks": per lock of the summary, its STACKS_TOP call stacks with the most wait. */
+static int text_stacks(FILE *f, const struct kl_lockstat_snapshot *s,
+		       const struct kl_lockstat_row **sorted, const struct group *g, size_t ng,
+		       const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_stack *st = malloc((s->nstacks + 1) * sizeof(*st));
+	char lock[LABEL_MAX], label[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	if (st == NULL)
+		return ENOMEM;
+	fprintf(f, "\n-- Stacks (contended acquisitions, at most %d per lock)\n", STACKS_TOP);
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		size_t n = stacks_of(s, &g[i], o, st);
+
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		for (size_t k = 0; k < n && k < STACKS_TOP; k++) {
+			fprintf(f, "\n%s (%s%s): %llu contended, %.2f ms\n", lock, g[i].total.kind,
+				g[i].total.read ? ", read" : "",
+				(unsigned long long)st[k].contended, (double)st[k].wait_ns / NS_PER_MS);
+			for (unsigned d = 0; d < st[k].depth; d++) {
+				caller_label(st[k].frames[d], label, sizeof(label), &named, &obj);
+				fprintf(f, "    %s\n", label);
+			}
+		}
+	}
+	free(st);
+	return 0;
+}
+
 /* lockstat -H: one lock's waits by log2 of their length, a bar per bucket from the first
  * bucket used to the last (bucket b: 2^b <= ns < 2^(b+1)). */
 static void text_hist(FILE *f, const struct kl_lockstat_row *t, const char *lock)
@@ -592,6 +795,12 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 	}
 	if (err == 0 && ng > 0)
 		text_summary(f, sorted, g, ng, s, o);
+	if (err == 0 && ng > 0)
+		text_revocations(f, sorted, g, ng, o);   /* in the summary's order */
+	if (err == 0 && ng > 0 && s->nholders > 0)
+		err = text_holders(f, s, sorted, g, ng, o);
+	if (err == 0 && ng > 0 && s->nstacks > 0)
+		err = text_stacks(f, s, sorted, g, ng, o);
 	if (err == 0 && ng > 0 && (o->flags & KL_LOCKSTAT_HIST))
 		text_hists(f, sorted, g, ng, o);   /* g is still in the summary's order */
 	if (err == 0 && atomic_load_explicit(&kli_misuse_print, memory_order_relaxed) != NULL)
@@ -643,7 +852,9 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool
 		(unsigned long long)r->wait_ns, (unsigned long long)r->wait_max_ns);
 	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
 	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, ", ");
-	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, "");
+	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, ", ");
+	fprintf(f, "\"revocations\": %llu, \"revoke_ns\": %llu",
+		(unsigned long long)r->revocations, (unsigned long long)r->revoke_ns);
 	if (!hist)
 		return;
 	fputs(", \"wait_hist\": [", f);
@@ -682,6 +893,68 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 	return 0;
 }
 
+/* The "holders" array of group @g's lock object. */
+static int json_holders(FILE *f, const struct kl_lockstat_snapshot *s, const struct group *g,
+			const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_holder *h = malloc((s->nholders + 1) * sizeof(*h));
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+	size_t n;
+
+	if (h == NULL)
+		return ENOMEM;
+	n = holders_of(s, g, o, h);
+	fputs(", \"holders\": [", f);
+	for (size_t k = 0; k < n; k++) {
+		caller_label(h[k].holder, label, sizeof(label), &named, &obj);
+		fold_label(label, (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
+		fprintf(f, "%s\n        {\"holder\": \"0x%lx\", \"symbol\": ", k ? "," : "",
+			(unsigned long)(uintptr_t)h[k].holder);
+		json_str(f, named ? label : NULL);
+		fputs(", \"object\": ", f);
+		json_str(f, obj);
+		fprintf(f, ", \"waits\": %llu, \"wait_ns\": %llu}", (unsigned long long)h[k].waits,
+			(unsigned long long)h[k].wait_ns);
+	}
+	fputc(']', f);
+	free(h);
+	return 0;
+}
+
+/* The "stacks" array of group @g's lock object (absent when nothing recorded stacks). */
+static int json_stacks(FILE *f, const struct kl_lockstat_snapshot *s, const struct group *g,
+		       const struct kl_lockstat_options *o)
+{
+	struct kl_lockstat_stack *st = malloc((s->nstacks + 1) * sizeof(*st));
+	char label[LABEL_MAX];
+	const char *obj;
+	bool named;
+	size_t n;
+
+	if (st == NULL)
+		return ENOMEM;
+	n = stacks_of(s, g, o, st);
+	fputs(", \"stacks\": [", f);
+	for (size_t k = 0; k < n; k++) {
+		fprintf(f, "%s\n        {\"contended\": %llu, \"wait_ns\": %llu, \"frames\": [",
+			k ? "," : "", (unsigned long long)st[k].contended,
+			(unsigned long long)st[k].wait_ns);
+		for (unsigned d = 0; d < st[k].depth; d++) {
+			caller_label(st[k].frames[d], label, sizeof(label), &named, &obj);
+			fprintf(f, "%s{\"pc\": \"0x%lx\", \"symbol\": ", d ? ", " : "",
+				(unsigned long)(uintptr_t)st[k].frames[d]);
+			json_str(f, named ? label : NULL);
+			fputc('}', f);
+		}
+		fputs("]}", f);
+	}
+	fputc(']', f);
+	free(st);
+	return 0;
+}
+
 static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
 		     const struct kl_lockstat_snapshot *s, const struct kl_lockstat_options *o)
 {
@@ -701,7 +974,12 @@ static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struc
 		err = json_callers(f, sorted, g, s->hold_times,
 				   rank_of(o),
 				   (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
-	fputs("]}", f);
+	fputc(']', f);
+	if (err == 0)
+		err = json_holders(f, s, g, o);
+	if (err == 0 && s->nstacks > 0)
+		err = json_stacks(f, s, g, o);
+	fputc('}', f);
 	return err;
 }
 

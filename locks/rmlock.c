@@ -885,22 +885,24 @@ static inline bool rm_rendezvous(struct kl_rmlock *lk, bool was_unbiased, uint64
 	return !rm_any_reader(lk); /* D': pairs with B' in the readers */
 }
 
-/* The writer holds the lock: count the write, and if a revocation began at @t0 (0: none)
- * it is complete (every reader drained): open the inhibit window, KL_RM_INHIBIT_MULT
- * times its cost, and count the revocation. Under the write hold; readers read the
- * policy words only after an acquire load of state saw the release G. */
-static void rm_revoked(struct kl_rmlock *lk, uint64_t t0)
+/* The writer holds the lock: count the write (every write, so that re-arming readers see
+ * whether the window they close was write-free). Under the write hold: a plain increment. */
+static inline void rm_count_write(struct kl_rmlock *lk)
 {
-	uint64_t now;
-
-	/* Every write counts (under the write hold: a plain increment), so that re-arming
-	 * readers see whether the window they close was write-free. */
 	atomic_store_explicit(&lk->writes,
 			      atomic_load_explicit(&lk->writes, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
-	if (t0 == 0)
-		return;
-	now = kli_now_ns();
+}
+
+/* A revocation that began at @t0 is complete (every reader drained): open the inhibit
+ * window, KL_RM_INHIBIT_MULT times its cost, count the revocation and report it to the
+ * seam (lockstat). Under the write hold; readers read the policy words only after an
+ * acquire load of state saw the release G. Out of line: the common write (an unbiased
+ * lock) never comes here, and @site is evaluated only on this call. */
+static KL_NOINLINE void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
+{
+	uint64_t now = kli_now_ns();
+
 	atomic_store_explicit(&lk->revoke_ns, now - t0, memory_order_relaxed);
 	atomic_store_explicit(&lk->rearm_writes,
 			      atomic_load_explicit(&lk->writes, memory_order_relaxed),
@@ -910,6 +912,7 @@ static void rm_revoked(struct kl_rmlock *lk, uint64_t t0)
 	atomic_store_explicit(&lk->revocations,
 			      atomic_load_explicit(&lk->revocations, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
+	kli_hook_revoked(lk, KLI_KIND_RMLOCK, now - t0, site);
 }
 
 /* Second half: wait for the readers seen until a pass finds none (I3). */
@@ -952,7 +955,9 @@ void kl_rmlock_write_lock(struct kl_rmlock *lk)
 	have_writer = rm_claim(lk, &was_unbiased);
 	if (kl_unlikely(!have_writer || !rm_rendezvous(lk, was_unbiased, &t0)))
 		rm_write_lock_slow(lk, self, have_writer, &t0, KLI_SITE());
-	rm_revoked(lk, t0);
+	rm_count_write(lk);
+	if (kl_unlikely(t0 != 0))
+		rm_revoked(lk, t0, KLI_SITE());
 	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
@@ -1026,7 +1031,9 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 		return false;
 	}
 	none = rm_rendezvous(lk, was_unbiased, &t0);
-	rm_revoked(lk, t0); /* revoked even when readers make us fail: the lock stays unbiased */
+	rm_count_write(lk);
+	if (kl_unlikely(t0 != 0)) /* revoked even when readers make us fail: stays unbiased */
+		rm_revoked(lk, t0, KLI_SITE());
 	if (!none) {
 		rm_write_release(lk);
 		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());

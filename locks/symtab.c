@@ -411,10 +411,44 @@ const void *kli_site_program(const void *site)
 		return (const void *)w.found;
 	return w.runtime != 0 ? (const void *)w.runtime : site;
 }
+struct stack_walk {
+	uintptr_t site;    /* the frame to start at */
+	const void **pcs;
+	unsigned max, n, depth;
+};
+
+static _Unwind_Reason_Code stack_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	struct stack_walk *w = arg;
+	uintptr_t pc = (uintptr_t)_Unwind_GetIP(ctx);
+
+	if (pc == 0 || ++w->depth > SITE_DEPTH)
+		return _URC_END_OF_STACK;
+	if (w->n == 0 && pc != w->site)
+		return _URC_NO_REASON;   /* lockstat's, the lock's and the interposer's frames */
+	w->pcs[w->n++] = (const void *)pc;
+	return w->n < w->max ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+unsigned kli_stack_from(const void *site, const void **pcs, unsigned max)
+{
+	struct stack_walk w = { .site = (uintptr_t)site, .pcs = pcs, .max = max };
+
+	if (site == NULL || max == 0)
+		return 0;
+	_Unwind_Backtrace(stack_frame, &w);
+	return w.n;
+}
 #else
 const void *kli_site_program(const void *site)
 {
 	return site;
+}
+
+unsigned kli_stack_from(const void *site, const void **pcs, unsigned max)
+{
+	(void)site, (void)pcs, (void)max;
+	return 0;
 }
 #endif
 
@@ -451,5 +485,11 @@ void kli_site_skip_init(void)
 const void *kli_site_program(const void *site)
 {
 	return site;
+}
+
+unsigned kli_stack_from(const void *site, const void **pcs, unsigned max)
+{
+	(void)site, (void)pcs, (void)max;
+	return 0;
 }
 #endif

@@ -72,6 +72,8 @@
 #define MATCH_MAX 64
 /* The attach channel's abstract socket name (locks/lockstat.c: LS_ATTACH_NAME). */
 #define ATTACH_NAME "klock-lockstat.%ld"
+/* Deepest -S stack: KL_LOCKSTAT_STACK_MAX of klock/lockstat.h (this tool links no klock). */
+#define STACK_MAX 8
 /* Longest -d window (a day). */
 #define WINDOW_MAX_S 86400.0
 
@@ -84,6 +86,7 @@ struct opts {
 	long attach;             /* --attach PID; 0: run a command */
 	bool avg;                /* --sort avg */
 	const char *lock_match, *caller_match;   /* -L, -F */
+	const char *stacks;      /* -S DEPTH: KLOCK_LOCKSTAT_STACK for the command */
 };
 
 /* The command being run, and klock-stat's ends of its channels. */
@@ -121,6 +124,8 @@ static void usage(FILE *f)
 	      "  -M, --merge          one row per array of static locks (name[*])\n"
 	      "  -m, --merge-callers  one caller row per function\n"
 	      "  -H, --histogram      a log2 histogram of each lock's wait times\n"
+	      "  -S, --stacks DEPTH   record call stacks of DEPTH (1-8) frames of contended\n"
+	      "                       acquisitions; the report shows each lock's top stacks\n"
 	      "  -a, --all            also report processes that never waited\n"
 	      "  -d, --duration SECS  report the first SECS seconds only (the command runs on)\n"
 	      "      --mutex IMPL     KLOCK_MUTEX for the command: adaptive, ticket, mcs, pthread\n"
@@ -151,6 +156,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "duration", required_argument, NULL, 'd' }, { "rwlock", required_argument, NULL, 'r' },
 		{ "preload", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
 		{ "attach", required_argument, NULL, 'A' },
+		{ "stacks", required_argument, NULL, 'S' },
 		{ "lock", required_argument, NULL, 'L' }, { "function", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -158,7 +164,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	long n;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+o:js:n:laMmHL:F:d:r:p:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:js:n:laMmHL:F:d:r:p:S:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case 'j': o->json = true; break;
@@ -174,6 +180,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'm': o->merge_callers = true; break;
 		case 'H': o->hist = true; break;
+		case 'S':
+			n = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || n < 1 || n > STACK_MAX)
+				die("--stacks: expected a depth of 1 to 8 frames, not '%s'", optarg);
+			o->stacks = optarg;
+			break;
 		case 'L':
 		case 'F':
 			if (strlen(optarg) >= MATCH_MAX || strpbrk(optarg, ", ") != NULL)
@@ -211,6 +223,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->attach != 0 && optind < argc)
 		die("--attach: a command was given too ('%s')", argv[optind]);
+	if (o->attach != 0 && o->stacks != NULL)
+		die("--stacks: not with --attach (%s): the process records what its "
+		    "KLOCK_LOCKSTAT_STACK says", "the depth is set when it starts");
 	if (optind >= argc && o->attach == 0) {
 		usage(stderr);
 		exit(127);
@@ -294,6 +309,8 @@ static void set_env(const struct opts *o, const char *preload, const char *dir, 
 		setenv("KLOCK_MUTEX", o->mutex, 1);
 	if (o->rwlock != NULL)
 		setenv("KLOCK_RWLOCK", o->rwlock, 1);
+	if (o->stacks != NULL)
+		setenv("KLOCK_LOCKSTAT_STACK", o->stacks, 1);
 }
 
 /* The signals klock-stat forwards (how people stop a server they profile). */

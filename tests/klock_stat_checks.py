@@ -42,6 +42,7 @@ A check whose tool is missing exits 77 (meson: skipped).
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -375,6 +376,66 @@ def check_hist(a):
     return 0
 
 
+# ---- holders ("contending points") ------------------------------------------------------
+
+def check_holders(a):
+    """A wait for target_holder_lock, held by the main thread that took it in
+    target_hold_site() (after waiting, so every build records that site), is charged to
+    target_hold_site in the lock's holders."""
+    rep = run_json(a, [a.target, '--holder'], clean_env())['processes'][0]['report']
+    lk = [lk for lk in rep['locks'] if lk['name'] == 'target_holder_lock']
+    if len(lk) != 1:
+        fail(f'target_holder_lock not in the report: {[x["name"] for x in rep["locks"]]}')
+    lk = lk[0]
+    waiters = sorted(c['symbol'] or c['caller'] for c in lk['callers'] if c['contended'])
+    if len(waiters) != 2 or not waiters[0].startswith('target_hold_site+') or \
+       not waiters[1].startswith('target_holder_wait+'):
+        fail(f'expected waits in target_hold_site and target_holder_wait: {waiters}')
+    hs = lk.get('holders')
+    if not isinstance(hs, list):
+        fail(f'no holders list on target_holder_lock: {lk}')
+    named = [h for h in hs if (h['symbol'] or '').startswith('target_hold_site+')]
+    # the first wait (for the primer, which took the lock uncontended) has no holder site
+    if len(hs) != 1 or len(named) != 1 or named[0]['waits'] != 1:
+        fail(f'the worker\'s wait is not charged to holder target_hold_site: {hs}')
+    if not 0 < named[0]['wait_ns'] <= lk['wait_ns']:
+        fail(f'holder wait_ns {named[0]["wait_ns"]} outside (0, {lk["wait_ns"]}]')
+    text = run_text(a, [a.target, '--holder'], clean_env())
+    if '-- Holders' not in text or \
+       not re.search(r'target_holder_lock +target_hold_site\+0x', text):
+        fail(f'the text report names no holder target_hold_site:\n{text}')
+    print(f'ok: target_holder_lock\'s holder: {named[0]["symbol"]} '
+          f'({named[0]["waits"]} wait, {named[0]["wait_ns"]} ns); text Holders section')
+    return 0
+
+
+# ---- -S: call stacks ----------------------------------------------------------------------
+
+def check_stacks(a):
+    """-S 3: the contended acquisition of target_lock in stat-target records its stack,
+    target_wait_static <- waiter (the thread's start routine) <- libc; without -S none."""
+    rep = run_json(a, [a.target], clean_env(), '-S', '3')['processes'][0]['report']
+    lk = [lk for lk in rep['locks'] if lk['name'] == 'target_lock']
+    if len(lk) != 1:
+        fail(f'target_lock not in the report: {[x["name"] for x in rep["locks"]]}')
+    sts = lk[0].get('stacks')
+    if not isinstance(sts, list) or len(sts) != 1:
+        fail(f'-S 3: expected one stack on target_lock: {lk[0]}')
+    syms = [f['symbol'] or f['pc'] for f in sts[0]['frames']]
+    if len(syms) != 3 or not syms[0].startswith('target_wait_static+') or \
+       not syms[1].startswith('waiter+') or sts[0]['contended'] != 1:
+        fail(f'-S 3: target_lock\'s stack is not target_wait_static <- waiter <- ...: {sts}')
+    text = run_text(a, [a.target], clean_env(), '-S', '3')
+    if not re.search(r'-- Stacks .*\n\ntarget_lock \(mutex\): 1 contended, [0-9.]+ ms\n'
+                     r' +target_wait_static\+0x[0-9a-f]+\n +waiter\+0x', text):
+        fail(f'-S 3: the text report shows no target_wait_static <- waiter stack:\n{text}')
+    rep = run_json(a, [a.target], clean_env())['processes'][0]['report']
+    if any('stacks' in lk for lk in rep['locks']):
+        fail('stacks recorded without -S')
+    print(f'ok: -S 3: target_lock\'s contended stack {syms}; none without -S')
+    return 0
+
+
 # ---- --attach ---------------------------------------------------------------------------
 
 def attach_raw(pid, req):
@@ -452,7 +513,7 @@ def check_filter(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
-                                      'attach', 'filter'])
+                                      'attach', 'filter', 'holders', 'stacks'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)

@@ -5,6 +5,7 @@
  * only the executable's own symbol table can name them.
  *
  *   stat-target [--title] [--serve] [--malloc] [--exit] [--array] [--heap] [--late]
+ *               [--holder]
  *
  * Always: the main thread holds `target_lock` while a worker blocks on it in
  * target_wait_static() (the main thread waits until the worker sleeps in the kernel, then
@@ -19,6 +20,10 @@
  *   --array   then CHURN_THREADS threads lock random elements of target_locks[64] (and,
  *             every so often, the mutex inside target_obj) in target_array_loop().
  *   --heap    the same on 64 mutexes calloc()ed and initialised in target_heap_init().
+ *   --holder  then the main thread takes target_holder_lock in target_hold_site() after
+ *             waiting for a first holder (so that lockstat sees that acquisition: only
+ *             contended ones are recorded in default builds) and holds it while a worker
+ *             waits in target_holder_wait(): that wait's holder is target_hold_site.
  *   --late    (with klock-stat -d) then waits until the window closed (its snapshot reached
  *             KLOCK_LOCKSTAT_FD), and contends target_late_lock in target_after_window().
  *   --serve   then prints "ready <pid>" and waits for a signal (SIGTERM ends it, as a
@@ -50,6 +55,10 @@
 static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t target_late_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t *contended = &target_lock;
+static pthread_mutex_t target_holder_lock = PTHREAD_MUTEX_INITIALIZER;
+/* --holder: the first holder has the lock; the main thread is about to lock it. */
+static atomic_int primer_locked, main_locking;
+static atomic_long main_tid;
 /* Static locks named from the symbol table: an array, and a lock inside an object. */
 #define ARRAY_LOCKS 64
 #define ARRAY_ROUNDS 4000
@@ -142,6 +151,78 @@ static int contend_once(void)
 	pthread_mutex_unlock(contended);
 	pthread_join(t, NULL);
 	return polls < POLL_MAX ? 0 : 1;
+}
+
+/* Polls until thread @tid sleeps in the kernel (after *@armed is set); 0, or 1 on timeout. */
+static int wait_sleeping(atomic_long *tid, atomic_int *armed)
+{
+	int polls = 0;
+
+	while ((atomic_load(tid) == 0 || (armed != NULL && !atomic_load(armed)) ||
+		!thread_sleeps(atomic_load(tid))) && polls++ < POLL_MAX)
+		sleep_ms(1);
+	sleep_ms(2);
+	return polls < POLL_MAX ? 0 : 1;
+}
+
+/* --holder: the first holder, uncontended; lets the main thread in once it sleeps on it. */
+static void *holder_primer(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&target_holder_lock);
+	atomic_store(&primer_locked, 1);
+	wait_sleeping(&main_tid, &main_locking);
+	pthread_mutex_unlock(&target_holder_lock);
+	return NULL;
+}
+
+static __attribute__((noinline)) void target_holder_wait(void)
+{
+	atomic_store(&worker_tid, (long)syscall(SYS_gettid));
+	pthread_mutex_lock(&target_holder_lock);
+	pthread_mutex_unlock(&target_holder_lock);
+}
+
+static void *holder_waiter(void *arg)
+{
+	(void)arg;
+	target_holder_wait();
+	return NULL;
+}
+
+/* Takes target_holder_lock (contended: the primer has it) and holds it until a worker
+ * sleeps on it: the worker's wait is charged to this function as the holder's site. */
+static __attribute__((noinline)) int target_hold_site(void)
+{
+	pthread_t t;
+	int err;
+
+	atomic_store(&main_locking, 1);
+	pthread_mutex_lock(&target_holder_lock);
+	atomic_store(&worker_tid, 0);
+	if (pthread_create(&t, NULL, holder_waiter, NULL) != 0) {
+		pthread_mutex_unlock(&target_holder_lock);
+		return 1;
+	}
+	err = wait_sleeping(&worker_tid, NULL);
+	pthread_mutex_unlock(&target_holder_lock);
+	pthread_join(t, NULL);
+	return err;
+}
+
+static int contend_holder(void)
+{
+	pthread_t p;
+	int polls = 0, err;
+
+	atomic_store(&main_tid, (long)syscall(SYS_gettid));
+	if (pthread_create(&p, NULL, holder_primer, NULL) != 0)
+		return 1;
+	while (!atomic_load(&primer_locked) && polls++ < POLL_MAX)
+		sleep_ms(1);
+	err = target_hold_site();
+	pthread_join(p, NULL);
+	return err || polls >= POLL_MAX;
 }
 
 static __attribute__((noinline)) void target_alloc_loop(void)
@@ -271,6 +352,7 @@ static void retitle(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0, late = 0, at_exit = 0;
+	int holder = 0;
 
 	for (int i = 1; i < argc; i++) {
 		title |= strcmp(argv[i], "--title") == 0;
@@ -280,6 +362,7 @@ int main(int argc, char **argv)
 		heap |= strcmp(argv[i], "--heap") == 0;
 		late |= strcmp(argv[i], "--late") == 0;
 		at_exit |= strcmp(argv[i], "--exit") == 0;
+		holder |= strcmp(argv[i], "--holder") == 0;
 	}
 	for (int i = 0; i < ARRAY_LOCKS; i++)
 		pthread_mutex_init(&target_locks[i], NULL);
@@ -289,6 +372,10 @@ int main(int argc, char **argv)
 	}
 	if (alloc && run_threads(churn) != 0)
 		return 1;
+	if (holder && contend_holder() != 0) {
+		fputs("target: target_holder_lock was not contended as scripted\n", stderr);
+		return 1;
+	}
 	if (at_exit && contend_at_exit() != 0)
 		return 1;
 	if (heap && (array_in_use = target_heap_init()) == NULL)

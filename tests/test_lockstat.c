@@ -13,6 +13,8 @@
 #include "kltest.h"
 #include <klock/lockstat.h>
 #include <klock/names.h>
+#include <klock/fence.h>
+#include <klock/rmlock.h>
 #include "lockstat_impl.h"
 #include "mutex_impl.h"
 #include "seamlock.h"
@@ -632,6 +634,143 @@ static void test_lockstat_real_kl_mutex_holder_and_waiter(void **state)
 	kl_lockstat_snapshot_free(&s);
 }
 
+/* The waits @s charges to holder site @site for @lock (0 when no such holder row). */
+static uint64_t holder_waits(const struct kl_lockstat_snapshot *s, const void *lock,
+			     const void *site, size_t *nrows)
+{
+	uint64_t w = 0;
+
+	*nrows = 0;
+	for (size_t i = 0; i < s->nholders; i++) {
+		if (s->holders[i].lock != lock)
+			continue;
+		(*nrows)++;
+		if (s->holders[i].holder == site)
+			w += s->holders[i].waits;
+	}
+	return w;
+}
+
+/* A wait is charged to the site of the last thread that acquired the lock after waiting;
+ * a failed attempt is charged but does not become the holder; a reset forgets holders. */
+static void test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site(void **state)
+{
+	struct kl_lockstat_snapshot s;
+	size_t n;
+
+	(void)state;
+	record_episode(&locks[5], &sites[1], 0, 1, 1, 0, 0);   /* no holder known yet */
+	record_episode(&locks[5], &sites[2], 0, 1, 1, 0, 0);   /* holder: sites[1] */
+	record_episode(&locks[5], &sites[3], KLI_HF_TRY | KLI_HF_FAILED, 1, 1, 0, 0);
+	record_episode(&locks[5], &sites[4], 0, 1, 1, 0, 0);   /* holder: still sites[2] */
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	assert_int_equal(holder_waits(&s, &locks[5], &sites[1], &n), 1);
+	assert_int_equal(holder_waits(&s, &locks[5], &sites[2], &n), 2);
+	assert_int_equal(n, 2);
+	assert_int_equal(rows_of(&s, &locks[5]), 4);   /* holder rows are not rows */
+	assert_int_equal(s.contended, 3);
+	kl_lockstat_snapshot_free(&s);
+	kl_lockstat_reset();
+	record_episode(&locks[5], &sites[2], 0, 1, 1, 0, 0);
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	assert_int_equal(holder_waits(&s, &locks[5], &sites[4], &n), 0);
+	assert_int_equal(n, 0);
+	kl_lockstat_snapshot_free(&s);
+}
+
+/* Two program frames above a real episode, for the call-stack test. */
+static KL_NOINLINE void stack_inner(const void *lock)
+{
+	drive_episode(lock, 0, 1);
+	__asm__ volatile("" ::: "memory");   /* not a tail call: keep this frame */
+}
+
+static KL_NOINLINE void stack_outer(const void *lock)
+{
+	stack_inner(lock);
+	__asm__ volatile("" ::: "memory");
+}
+
+/* With a stack depth set, a contended acquisition records its call stack from the call
+ * site outwards (at most that many frames); without one, or for a failed attempt, none. */
+static void test_lockstat_records_the_call_stack_of_a_contended_acquisition(void **state)
+{
+	struct kl_lockstat_snapshot s;
+	const struct kl_lockstat_stack *st = NULL;
+	char sym[256];
+
+	(void)state;
+	stack_outer(&locks[6]);                  /* depth 0: no stack */
+	kli_lockstat_set_stack_depth(3);
+	stack_outer(&locks[7]);
+	record_episode(&locks[7], &sites[1], KLI_HF_TRY | KLI_HF_FAILED, 1, 1, 0, 0);
+	kli_lockstat_set_stack_depth(0);
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	for (size_t i = 0; i < s.nstacks; i++) {
+		assert_ptr_equal(s.stacks[i].lock, &locks[7]);
+		st = &s.stacks[i];
+	}
+	assert_int_equal(s.nstacks, 1);
+	assert_int_equal(st->contended, 1);
+	assert_int_equal(st->depth, 3);
+	/* frames[0]: the episode's site (drive_episode's caller), then its callers */
+	kli_symbolize(st->frames[0], sym, sizeof(sym));
+	assert_non_null(strstr(sym, "stack_inner+0x"));
+	kli_symbolize(st->frames[1], sym, sizeof(sym));
+	assert_non_null(strstr(sym, "stack_outer+0x"));
+	kli_symbolize(st->frames[2], sym, sizeof(sym));
+	assert_non_null(strstr(sym, "test_lockstat_records_the_call_stack_of_a_contended_"));
+	kl_lockstat_snapshot_free(&s);
+}
+
+/* The write rows' revocations of @lock, summed (all callers). */
+static uint64_t revocations_of(const void *lock, uint64_t *ns)
+{
+	struct kl_lockstat_snapshot s;
+	uint64_t n = 0;
+
+	*ns = 0;
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	for (size_t i = 0; i < s.nrows; i++) {
+		if (s.rows[i].lock != lock)
+			continue;
+		assert_string_equal(s.rows[i].kind, "rmlock");
+		n += s.rows[i].revocations;
+		*ns += s.rows[i].revoke_ns;
+	}
+	kl_lockstat_snapshot_free(&s);
+	return n;
+}
+
+/* A fresh kl_rmlock is biased (with membarrier): its first write revokes the bias, once;
+ * the lock then stays unbiased, so a write right after revokes nothing. */
+static void test_lockstat_counts_one_revocation_per_biased_write(void **state)
+{
+	struct kl_rmlock lk;
+	uint64_t ns;
+	char *rep;
+
+	(void)state;
+	if (!kl_fence_asymmetric())
+		skip();   /* without membarrier an rmlock is never biased */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	kl_rmlock_write_lock(&lk);
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(revocations_of(&lk, &ns), 1);
+	assert_true(ns > 0);
+	kl_rmlock_write_lock(&lk);
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(revocations_of(&lk, &ns), 1);
+	rep = report_string(0, 0);
+	assert_non_null(strstr(rep, "-- Bias revocations"));
+	free(rep);
+	rep = report_string(KL_LOCKSTAT_JSON, 0);
+	assert_true(json_valid(rep));
+	assert_non_null(strstr(rep, "\"revocations\": 1,"));
+	free(rep);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
 /* lockstat's times are cycle-counter ticks converted with the substrate's calibration:
  * they must agree with CLOCK_MONOTONIC (under qemu an unbracketed calibration made them
  * up to 3x too long). */
@@ -961,6 +1100,9 @@ int main(void)
 		T(test_lockstat_snapshots_during_recording_are_consistent),
 		T(test_lockstat_real_holder_and_waiter),
 		T(test_lockstat_real_kl_mutex_holder_and_waiter),
+		T(test_lockstat_counts_one_revocation_per_biased_write),
+		T(test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site),
+		T(test_lockstat_records_the_call_stack_of_a_contended_acquisition),
 		cmocka_unit_test(test_lockstat_tick_conversion_matches_the_clock),
 		T(test_lockstat_text_report_names_lock_and_call_site),
 		T(test_lockstat_json_report_parses_and_names_call_site),

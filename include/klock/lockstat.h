@@ -91,6 +91,44 @@ struct kl_lockstat_row {
 	uint64_t hold_min_ns;    /* shortest hold (hold-time builds; 0 when none ended) */
 	uint64_t wait_hist[KL_LOCKSTAT_HIST_BUCKETS];  /* waits (contended + failed) by
 	                          * log2 of their length in ns (KL_LOCKSTAT_HIST_BUCKETS) */
+	uint64_t revocations;    /* read-mostly locks (kl_rmlock): writes from this site that
+	                          * revoked the readers' bias; else 0 */
+	uint64_t revoke_ns;      /* their total cost: membarrier + scan + reader drain */
+};
+
+/*
+ * One holder row ("contending points", Linux lock_stat): the waits for a lock (one side)
+ * charged to the call site where the lock's holder had acquired it. Which holder: the
+ * last thread that acquired the lock after waiting, before the waiter acquired it (or gave
+ * up) - the holder it waited for when that holder had itself waited; the fast path stores
+ * no site, so a holder that took the lock uncontended is not seen (docs/lockstat.md).
+ * Waits of a lock nobody had acquired contended yet (since the reset) are in no holder row.
+ */
+struct kl_lockstat_holder {
+	const void *lock;        /* the lock's address */
+	const void *holder;      /* the holder's call site (return address into its caller) */
+	const char *kind;        /* lock type, as in struct kl_lockstat_row */
+	bool read;               /* the waiters' side: the shared (read) side */
+	uint64_t waits;          /* waits (contended + failed) charged to this holder site */
+	uint64_t wait_ns;        /* their total wait */
+};
+
+/* Most frames of a recorded call stack (KLOCK_LOCKSTAT_STACK=DEPTH, klock-stat -S). */
+#define KL_LOCKSTAT_STACK_MAX 8
+
+/*
+ * One call stack of contended acquisitions of a lock (one side), recorded when the process
+ * runs with KLOCK_LOCKSTAT_STACK=DEPTH (klock-stat -S DEPTH): frames[0] is the call site
+ * (the rows' caller), then its callers outwards, at most DEPTH of them.
+ */
+struct kl_lockstat_stack {
+	const void *lock;        /* the lock's address */
+	const char *kind;        /* lock type, as in struct kl_lockstat_row */
+	bool read;               /* the shared (read) side */
+	unsigned depth;          /* frames[0 .. depth) are valid */
+	const void *frames[KL_LOCKSTAT_STACK_MAX];   /* return addresses, innermost first */
+	uint64_t contended;      /* contended acquisitions with this stack */
+	uint64_t wait_ns;        /* their total wait */
 };
 
 /* Everything recorded since the last reset, merged over all threads (live and exited). */
@@ -110,6 +148,11 @@ struct kl_lockstat_snapshot {
 	                          * threads' time spent waiting for locks (0 when elapsed is 0) */
 	size_t nrows;
 	struct kl_lockstat_row *rows;   /* nrows rows, in no particular order */
+	size_t nholders;
+	struct kl_lockstat_holder *holders;   /* nholders holder rows, in no particular order */
+	size_t nstacks;
+	struct kl_lockstat_stack *stacks;     /* nstacks stacks, in no particular order (none
+	                                       * unless KLOCK_LOCKSTAT_STACK was set) */
 };
 
 /**
