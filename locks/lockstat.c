@@ -643,8 +643,15 @@ void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
  * the key - pthread_mutex_init() runs on no lock path, and only while recording under
  * libklock-preload (the interposer knows the program's call site). A full table (or a
  * long probe) drops the label, never the lock. A re-initialised lock gets its new site.
+ *
+ * First-use sites. A pthread lock that was never initialised by a call (a static
+ * initializer or zero fill, in heap memory) has no init site; libklock-preload adopts it
+ * once, on its first lock call (preload/mutex.c, T1/T2), and stores that call's program
+ * site here, marked `first` ("first@<site>" in the report). Once per lock: the adoption's
+ * winner only. A later init (or a later adoption of a new lock at the same address)
+ * replaces the entry, mark included.
  */
-/* Slots (a power of two): 16 bytes each, 1 MiB. */
+/* Slots (a power of two): 24 bytes each, 1.5 MiB. */
 #define LS_INIT_SLOTS (1u << 16)
 /* Probes before a lock goes unlabelled. */
 #define LS_INIT_PROBES 64u
@@ -652,6 +659,7 @@ void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
 struct ls_init_slot {
 	_Atomic(const void *) lock;
 	_Atomic(const void *) site;
+	_Atomic(bool) first;   /* site is the first use's, not an init call's */
 };
 
 static _Atomic(void *) ls_init_tab;   /* struct ls_init_slot[LS_INIT_SLOTS] */
@@ -688,7 +696,9 @@ static unsigned ls_init_hash(const void *lock)
 	return (unsigned)(((uint64_t)(uintptr_t)lock * LS_FIB) >> 48) & (LS_INIT_SLOTS - 1);
 }
 
-void kli_lockstat_created(const void *lock)
+/* While recording: @lock's program site (init call or first use, @first) into the table.
+ * The site is read before the table is mapped (see kli_lockstat_episode). */
+static void ls_init_record(const void *lock, bool first)
 {
 	const void *site = kli_site(NULL);
 	struct ls_init_slot *t;
@@ -704,28 +714,54 @@ void kli_lockstat_created(const void *lock)
 		if (atomic_compare_exchange_strong_explicit(&t[i].lock, &k, lock,
 							    memory_order_relaxed,
 							    memory_order_relaxed) || k == lock) {
+			atomic_store_explicit(&t[i].first, first, memory_order_relaxed);
 			atomic_store_explicit(&t[i].site, site, memory_order_relaxed);
 			return;
 		}
 	}
 }
 
-const void *kli_lockstat_init_site(const void *lock)
+void kli_lockstat_created(const void *lock)
+{
+	ls_init_record(lock, false);
+}
+
+void kli_lockstat_first_used(const void *lock)
+{
+	ls_init_record(lock, true);
+}
+
+const void *kli_lockstat_init_site(const void *lock, bool *first)
 {
 	/* I2: pairs with I1 in ls_shared_table() */
 	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire);
 	unsigned i = ls_init_hash(lock);
 
+	*first = false;
 	for (unsigned n = 0; t != NULL && n < LS_INIT_PROBES;
 	     n++, i = (i + 1) & (LS_INIT_SLOTS - 1)) {
 		const void *k = atomic_load_explicit(&t[i].lock, memory_order_relaxed);
 
-		if (k == lock)
+		if (k == lock) {
+			*first = atomic_load_explicit(&t[i].first, memory_order_relaxed);
 			return atomic_load_explicit(&t[i].site, memory_order_relaxed);
+		}
 		if (k == NULL)
 			return NULL;
 	}
 	return NULL;
+}
+
+bool kli_lockstat_first_site(const void *site)
+{
+	/* I2: pairs with I1 in ls_shared_table() */
+	struct ls_init_slot *t = atomic_load_explicit(&ls_init_tab, memory_order_acquire);
+
+	for (unsigned i = 0; t != NULL && i < LS_INIT_SLOTS; i++)
+		if (atomic_load_explicit(&t[i].site, memory_order_relaxed) == site &&
+		    atomic_load_explicit(&t[i].first, memory_order_relaxed))
+			return true;
+	return false;
 }
 
 /* ---- holders' sites (HOLDERS in the theory block) -----------------------------------
@@ -1615,10 +1651,22 @@ void kli_lockstat_created(const void *lock)
 	(void)lock;
 }
 
-const void *kli_lockstat_init_site(const void *lock)
+void kli_lockstat_first_used(const void *lock)
 {
 	(void)lock;
+}
+
+const void *kli_lockstat_init_site(const void *lock, bool *first)
+{
+	(void)lock;
+	*first = false;
 	return NULL;
+}
+
+bool kli_lockstat_first_site(const void *site)
+{
+	(void)site;
+	return false;
 }
 
 void kli_lockstat_init(void)

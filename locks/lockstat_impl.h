@@ -74,8 +74,18 @@ void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
  * remembers the program's init call site for the report's label (lockstat.c). */
 void kli_lockstat_created(const void *lock);
 
-/* The init call site remembered for @lock, or NULL. Report time. */
-const void *kli_lockstat_init_site(const void *lock);
+/* A pristine pthread lock adopted on its first lock call (libklock-preload, once per
+ * lock): while recording, remembers that call's program site as the lock's first-use
+ * site (the report's "first@" label), in the init-site table. */
+void kli_lockstat_first_used(const void *lock);
+
+/* The init call site remembered for @lock, or NULL; *@first tells whether it is a
+ * first-use site (kli_lockstat_first_used). Report time. */
+const void *kli_lockstat_init_site(const void *lock, bool *first);
+
+/* Whether @site is some lock's first-use site (-M labels rows keyed by a site). Report
+ * time: scans the table. */
+bool kli_lockstat_first_site(const void *site);
 
 /* Frames recorded per contended acquisition (0: no stacks; at most
  * KL_LOCKSTAT_STACK_MAX). KLOCK_LOCKSTAT_STACK sets it at load; tests set it directly. */

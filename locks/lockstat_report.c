@@ -257,31 +257,42 @@ static bool lock_symbol(const void *lock, const char *kind, struct lock_sym *ls)
 	return true;
 }
 
+/* A heap lock's label: "init@<site>" by its init call site, "first@<site>" by its first
+ * use (a statically initialised or zeroed pthread lock), "[*]" appended for the merged
+ * row of a site (-M: the row's key is the site itself); else its address. */
+static void heap_label(const void *lock, char *buf, size_t len, bool merged)
+{
+	char site[LABEL_MAX - SYM_ROOM];
+	bool first, named;
+	const void *init = kli_lockstat_init_site(lock, &first);
+	const char *obj;
+
+	if (init == NULL && merged && kli_symtab_is_code(lock)) {
+		init = lock;
+		first = kli_lockstat_first_site(lock);
+	}
+	if (init == NULL) {
+		snprintf(buf, len, "%p", lock);
+		return;
+	}
+	caller_label(init, site, sizeof(site), &named, &obj);
+	snprintf(buf, len, "%s@%s%s", first ? "first" : "init", site,
+		 init == lock ? "[*]" : "");
+}
+
 /*
  * The lock's label: its kl_lock_set_name() name; else its static symbol - "name",
  * "name[index]" for an element of an array of locks ("name[*]" for the merged array
- * under -M), "name+0xoff" for a lock inside a larger object; else its address.
+ * under -M), "name+0xoff" for a lock inside a larger object; else heap_label().
  */
 static void lock_label(const struct kl_lockstat_row *r, char *buf, size_t len, bool merged)
 {
-	char site[LABEL_MAX - SYM_ROOM];
-	const void *init = kli_lockstat_init_site(r->lock);
 	struct lock_sym ls;
-	const char *obj;
-	bool named;
 
 	if (kl_lock_get_name(r->lock, buf, len) > 0)
 		return;
 	if (!lock_symbol(r->lock, r->kind, &ls)) {
-		/* a heap lock: by its init call site; under -M the key is the site itself */
-		if (init == NULL && merged && kli_symtab_is_code(r->lock))
-			init = r->lock;
-		if (init == NULL) {
-			snprintf(buf, len, "%p", r->lock);
-			return;
-		}
-		caller_label(init, site, sizeof(site), &named, &obj);
-		snprintf(buf, len, "init@%s%s", site, init == r->lock ? "[*]" : "");
+		heap_label(r->lock, buf, len, merged);
 		return;
 	}
 	if (ls.many && merged)
@@ -301,11 +312,13 @@ static const void *merge_lock(const struct kl_lockstat_row *r)
 	char name[2];
 
 	const void *init;
+	bool first;
 
 	if (kl_lock_get_name(r->lock, name, sizeof(name)) > 0)
 		return r->lock;
 	if (!lock_symbol(r->lock, r->kind, &ls)) {
-		init = kli_lockstat_init_site(r->lock);   /* heap locks of one init site */
+		/* heap locks of one init (or first-use) site */
+		init = kli_lockstat_init_site(r->lock, &first);
 		return init != NULL ? init : r->lock;
 	}
 	return ls.many ? (const char *)r->lock - ls.off : r->lock;
