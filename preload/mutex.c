@@ -46,6 +46,7 @@
 #include <sys/mman.h>
 
 #include "klp.h"
+#include "lockstat_impl.h"
 #include "wordlock.h"
 
 /* Nodes per thread pool: MCS mutexes one thread may hold at once before nodes are mapped
@@ -373,6 +374,7 @@ uint64_t klp_mutex_tag(struct klp_mutex *m)
 	atomic_store_explicit(&m->u.fifo.holder, 0, memory_order_relaxed);
 	t = KLP_TAG(impl, kind);
 	atomic_store_explicit(&m->tag, t, memory_order_release); /* T1: pairs with T2 */
+	kli_lockstat_first_used(m);   /* once per lock: its label's first-use site */
 	return t;
 }
 

@@ -59,6 +59,7 @@
 
 #include <klock/pcpu_rwsem.h>
 #include "klp.h"
+#include "lockstat_impl.h"
 #include "rwlock_impl.h"
 
 /* Distinct rwlocks one thread can hold for reading at once and still read-lock again
@@ -159,8 +160,10 @@ static uint64_t rw_tag(struct klp_rwlock *rw)
 		return 0;
 	/* T1: release, pairs with T2 (zero bytes are both locks' static initializers). */
 	if (atomic_compare_exchange_strong_explicit(&rw->tag, &t, KLP_TAG(impl, kind),
-						    memory_order_acq_rel, memory_order_acquire))
+						    memory_order_acq_rel, memory_order_acquire)) {
+		kli_lockstat_first_used(rw);   /* once per lock: its label's first-use site */
 		return KLP_TAG(impl, kind);
+	}
 	return KLP_TAG_OURS(t) ? t : 0;
 }
 

@@ -21,6 +21,12 @@ CHECK is one of:
           target_locks[N]); -M folds the 64-mutex array into one row target_locks[*] with
           the summed counts, -m folds a function's call sites into one caller row
 
+  first_use  heap mutexes never initialised by a call (calloc()ed zeroes, tests/stat_target.c
+          --heap-static) are labelled by their first lock call, first@target_first_use+0x..,
+          while the static locks the program also adopts on first use keep their symbol
+          names (target_lock); -M folds the heap ones into one row first@...[*] with the
+          summed counts
+
   window  -d SECONDS reports only what happened inside the window: the target contends
           one lock before the window closes and another after (it waits for the
           window's snapshot), and only the first is in the report
@@ -322,6 +328,44 @@ def check_heap_names(a):
           f'({rows[0]["contended"]} contended)')
 
 
+STATIC_LOCKS = ('target_lock', 'target_obj')
+
+
+def heap_static_report(a, *opts):
+    """The target's report with --heap-static: one in which a heap lock was contended
+    (any row not a static lock's, whatever its label: a wrong label fails, not skips)."""
+    for _ in range(ATTEMPTS):   # a busy host may run the threads one by one
+        j = run_json(a, [a.target, '--heap-static'], clean_env(), *opts)
+        rep = j['processes'][0]['report']
+        if any(not (lk['name'] or '').startswith(STATIC_LOCKS) for lk in rep['locks']):
+            return rep
+    print(f'skip: the heap locks never contended in {ATTEMPTS} runs')
+    raise SystemExit(SKIP)
+
+
+def check_first_use(a):
+    want = 'first@target_first_use+0x'
+    rep = heap_static_report(a)
+    names = [lk['name'] or '' for lk in rep['locks']]
+    if 'target_lock' not in names:
+        fail(f'a static lock adopted on first use lost its symbol name: {names}')
+    heap = [n for n in names if not n.startswith(STATIC_LOCKS)]
+    if not all(n.startswith(want) and not n.endswith('[*]') for n in heap):
+        fail(f'zeroed heap locks not labelled by their first use: {heap}')
+    rep = heap_static_report(a, '-M')
+    rows = [lk for lk in rep['locks'] if not (lk['name'] or '').startswith(STATIC_LOCKS)]
+    if len(rows) != 1 or not rows[0]['name'].startswith(want) or \
+            not rows[0]['name'].endswith('[*]'):
+        fail(f'-M: the heap locks of one first-use site are not one row: '
+             f'{[lk["name"] for lk in rep["locks"]]}')
+    others = sum(lk['contended'] for lk in rep['locks'] if lk is not rows[0])
+    if rows[0]['contended'] != rep['contended'] - others or rows[0]['contended'] == 0:
+        fail(f'-M: the first-use row does not hold the summed counts: {rows[0]}')
+    print(f'ok: {len(heap)} heap locks labelled like {heap[0]}; under -M one row '
+          f'{rows[0]["name"]} ({rows[0]["contended"]} contended, {rep["contended"]} in all)')
+    return 0
+
+
 # ---- the window -------------------------------------------------------------------------
 
 def check_window(a):
@@ -513,7 +557,7 @@ def check_filter(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
-                                      'attach', 'filter', 'holders', 'stacks'])
+                                      'attach', 'filter', 'holders', 'stacks', 'first_use'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)

@@ -5,7 +5,7 @@
  * only the executable's own symbol table can name them.
  *
  *   stat-target [--title] [--serve] [--malloc] [--exit] [--array] [--heap] [--late]
- *               [--holder]
+ *               [--holder] [--heap-static]
  *
  * Always: the main thread holds `target_lock` while a worker blocks on it in
  * target_wait_static() (the main thread waits until the worker sleeps in the kernel, then
@@ -20,6 +20,8 @@
  *   --array   then CHURN_THREADS threads lock random elements of target_locks[64] (and,
  *             every so often, the mutex inside target_obj) in target_array_loop().
  *   --heap    the same on 64 mutexes calloc()ed and initialised in target_heap_init().
+ *   --heap-static  the same on 64 mutexes calloc()ed and never initialised by a call (zero
+ *             fill is PTHREAD_MUTEX_INITIALIZER), each first locked in target_first_use().
  *   --holder  then the main thread takes target_holder_lock in target_hold_site() after
  *             waiting for a first holder (so that lockstat sees that acquisition: only
  *             contended ones are recorded in default builds) and holds it while a worker
@@ -279,6 +281,26 @@ static __attribute__((noinline)) pthread_mutex_t *target_heap_init(void)
 	return m;
 }
 
+/* The first lock call on each of the ARRAY_LOCKS zeroed mutexes at @m: where the
+ * interposer adopts them. */
+static __attribute__((noinline)) void target_first_use(pthread_mutex_t *m)
+{
+	for (int i = 0; i < ARRAY_LOCKS; i++) {
+		pthread_mutex_lock(&m[i]);
+		pthread_mutex_unlock(&m[i]);
+	}
+}
+
+/* --heap-static: heap mutexes set up by calloc() alone, no pthread_mutex_init(). */
+static pthread_mutex_t *target_heap_static(void)
+{
+	pthread_mutex_t *m = calloc(ARRAY_LOCKS, sizeof(*m));
+
+	if (m != NULL)
+		target_first_use(m);
+	return m;
+}
+
 static void *array_worker(void *arg)
 {
 	target_array_loop((unsigned)(uintptr_t)arg);
@@ -352,7 +374,7 @@ static void retitle(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0, late = 0, at_exit = 0;
-	int holder = 0;
+	int holder = 0, heap_static = 0;
 
 	for (int i = 1; i < argc; i++) {
 		title |= strcmp(argv[i], "--title") == 0;
@@ -363,6 +385,7 @@ int main(int argc, char **argv)
 		late |= strcmp(argv[i], "--late") == 0;
 		at_exit |= strcmp(argv[i], "--exit") == 0;
 		holder |= strcmp(argv[i], "--holder") == 0;
+		heap_static |= strcmp(argv[i], "--heap-static") == 0;
 	}
 	for (int i = 0; i < ARRAY_LOCKS; i++)
 		pthread_mutex_init(&target_locks[i], NULL);
@@ -380,7 +403,9 @@ int main(int argc, char **argv)
 		return 1;
 	if (heap && (array_in_use = target_heap_init()) == NULL)
 		return 1;
-	if ((array || heap) && run_threads(array_worker) != 0)
+	if (heap_static && (array_in_use = target_heap_static()) == NULL)
+		return 1;
+	if ((array || heap || heap_static) && run_threads(array_worker) != 0)
 		return 1;
 	if (late) {
 		if (wait_window_closed() != 0)
