@@ -14,7 +14,9 @@
  * __kind was: kl_mutex's spin_ns/passes, the FIFO locks' holder - zero in an initialised
  * lock), and stores the final tag (T1, release). Lock operations touch the lock bytes
  * only after an acquire load of a final klock tag (T2: every fast path, klp_mutex_tag()),
- * so they see the zeroed bytes, and the winner's read saw the initializer's type.
+ * so they see the zeroed bytes, and the winner's read saw the initializer's type. The
+ * winner then hands lockstat the program's call site (the lock's "first@" label:
+ * kli_lockstat_first_used(), once per lock; rwlocks' winner does the same).
  *
  * The recursion depth ([24,28)) is read and written only by the thread holding the mutex
  * (the lock's own acquire/release orders it between holders); it is 0 whenever the mutex
