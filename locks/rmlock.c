@@ -127,12 +127,10 @@
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
  * line and the lock's read-mostly state line. Unbiased: plus one full fence and a second
  * load, inline; every RM_REARM_READS-th goes out of line to read the clock. Revoking
- * write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of
- * every thread record ever created (its depth word, then only its slots up to that
- * depth: one load for a thread holding nothing), a second pass when readers were found,
- * two clock reads. Write on an unbiased lock: the seq_cst claim CAS and the scan, no
- * fence instruction (like ck_brlock's writer): 60 instructions per uncontended write
- * pair, 139 with the fence and the 15-slot scan of each record (callgrind).
+ * write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14
+ * words per thread record ever created, a second pass when readers were found, two clock
+ * reads. Write on an unbiased lock: the seq_cst claim CAS and the scan, no fence
+ * instruction (like ck_brlock's writer).
  * Policy state adds 40 bytes to the lock, written only at revocations and re-arms.
  *
  * LIMITS. Depth beyond KL_RM_SLOTS uses the shared overflow word (RMW + fence per read)
@@ -198,44 +196,31 @@ static pthread_once_t rm_once = PTHREAD_ONCE_INIT;
 
 /* ---- per-thread read holds ---------------------------------------------------------- */
 
-/* The thread's own view of its depth (only it writes depth; writers' scans use rm_held()). */
-static inline uint32_t rm_depth(const struct kl_rm_reader *r)
-{
-	return atomic_load_explicit(&r->depth, memory_order_relaxed);
-}
-
 /* Drops released (zero) slots from the top of the stack. */
 static void rm_compact(struct kl_rm_reader *r)
 {
-	uint32_t d = rm_depth(r);
-
-	while (d > 0 && atomic_load_explicit(&r->slot[d], memory_order_relaxed) == 0)
-		d--;
-	atomic_store_explicit(&r->depth, d, memory_order_relaxed);
+	while (r->depth > 0 &&
+	       atomic_load_explicit(&r->slot[r->depth], memory_order_relaxed) == 0)
+		r->depth--;
 }
 
 /* Topmost slot of @r holding @lk, or 0. */
 static uint32_t rm_find(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
 {
-	for (uint32_t i = rm_depth(r); i > 0; i--)
+	for (uint32_t i = r->depth; i > 0; i--)
 		if (atomic_load_explicit(&r->slot[i], memory_order_relaxed) == (uintptr_t)lk)
 			return i;
 	return 0;
 }
 
-/* A writer's look at another thread's record: the topmost slot (1-based) holding @lk,
- * or 0. Reads depth first, then only the slots up to it: a reader stores depth before
- * the slot, both before its fence (B, B' or O), so whichever rule makes the scan see the
- * slot (D's membarrier, D''s seq_cst CAS and loads) makes it see that depth or a later
- * one; depth drops below a slot only once the slot is cleared. seq_cst loads: the
- * writer's half of B'/D' (plain MOVs on x86). */
+/* A writer's look at another thread's record: the topmost slot holding @lk, or 0. Every
+ * slot, not just those up to the owner's depth (depth is the owner's private word, and a
+ * depth-bounded scan, tried, made the writer-against-writer case slower: with the scan
+ * shorter, a waiting writer took the lock over on every release - 0.67x the 100%-write
+ * throughput). seq_cst loads: the writer's half of B'/D' (plain MOVs on x86). */
 static uint32_t rm_held(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
 {
-	uint32_t d = atomic_load_explicit(&r->depth, memory_order_seq_cst); /* D' */
-
-	if (d > KL_RM_SLOTS)
-		d = KL_RM_SLOTS;
-	for (uint32_t i = d; i > 0; i--)
+	for (uint32_t i = KL_RM_SLOTS; i > 0; i--)
 		if (atomic_load_explicit(&r->slot[i], memory_order_seq_cst) ==
 		    (uintptr_t)lk) /* E; D': pairs with B' */
 			return i;
@@ -360,9 +345,9 @@ static uint32_t rm_push(struct kl_rm_reader *r, struct kl_rmlock *lk)
 	uint32_t d;
 
 	rm_compact(r);
-	d = rm_depth(r);
+	d = r->depth;
 	if (kl_likely(d < KL_RM_SLOTS)) {
-		atomic_store_explicit(&r->depth, d + 1, memory_order_relaxed); /* before the slot */
+		r->depth = d + 1;
 		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
 		return d + 1;
 	}
@@ -409,7 +394,7 @@ static void rm_thread_exit(struct kli_thread *t)
 	struct kl_rm_reader *r = &t->rm;
 	uintptr_t ovf;
 
-	for (uint32_t i = rm_depth(r); i > 0; i--) {
+	for (uint32_t i = r->depth; i > 0; i--) {
 		struct kl_rmlock *lk = (struct kl_rmlock *)atomic_load_explicit(
 			&r->slot[i], memory_order_relaxed);
 
@@ -428,7 +413,7 @@ static void rm_thread_exit(struct kli_thread *t)
 #endif
 		rm_unpublish((struct kl_rmlock *)ovf, r, 0);
 	}
-	atomic_store_explicit(&r->depth, 0, memory_order_relaxed);
+	r->depth = 0;
 	kl_rm_self = &rm_full;
 }
 
@@ -442,7 +427,7 @@ static void rm_atfork_child(void)
 			continue;
 		for (uint32_t i = 0; i <= KL_RM_SLOTS; i++)
 			atomic_store_explicit(&t->rm.slot[i], 0, memory_order_relaxed);
-		atomic_store_explicit(&t->rm.depth, 0, memory_order_relaxed);
+		t->rm.depth = 0;
 	}
 }
 

@@ -152,7 +152,7 @@ static void ticket_sleep(struct kl_ticket *t, uint32_t my, bool next, struct kli
 /* Waits, with ticket @my, until it is served. */
 static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
 {
-	struct kli_spin s, awake;
+	struct kli_spin s, awake = { 0 }; /* awake: set when our turn is next, read only then */
 	uint32_t owner;
 	bool next = false;
 

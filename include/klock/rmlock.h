@@ -115,12 +115,10 @@ struct kl_rm_tracker {
  * A thread's read holds (private; embedded in the thread's record, one per thread):
  * slot[1..depth] is a stack of the rmlocks it read-holds (0 where a hold was released out
  * of order); slot[0] is always 0, so an unlock at depth 0 fails the inline test without a
- * bounds check. Only the owning thread writes it; writers read depth, then the slots
- * up to it (a hold is published as depth first, then its slot, both before the reader's
- * fence B or B': a writer that sees the slot sees a depth that covers it).
+ * bounds check. Only the owning thread writes it; writers read the slots.
  */
 struct kl_rm_reader {
-	KL_ATOMIC(uint32_t) depth;
+	uint32_t depth;
 	uint32_t unbiased_left; /* fenced reads left before the next look at the re-arm clock */
 	KL_ATOMIC(uintptr_t) slot[KL_RM_SLOTS + 1];
 };
@@ -238,10 +236,10 @@ KL_API void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bi
 static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	struct kl_rm_reader *r = kl_rm_self;
-	uint32_t d = atomic_load_explicit(&r->depth, memory_order_relaxed), s;
+	uint32_t d = r->depth, s;
 
 	if (__builtin_expect(d < KL_RM_SLOTS, 1)) {
-		atomic_store_explicit(&r->depth, d + 1, memory_order_relaxed);
+		r->depth = d + 1;
 		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
 		s = atomic_load_explicit(&lk->state, memory_order_acquire);
@@ -257,7 +255,7 @@ static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm
 		}
 		/* A writer (or time to look at the clock): undo, go out of line. */
 		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
-		atomic_store_explicit(&r->depth, d, memory_order_relaxed);
+		r->depth = d;
 	}
 	(kl_rmlock_read_lock)(lk, tr);
 }
@@ -281,12 +279,12 @@ static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_
 static inline void kl_rmlock_read_unlock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	struct kl_rm_reader *r = kl_rm_self;
-	uint32_t d = atomic_load_explicit(&r->depth, memory_order_relaxed);
+	uint32_t d = r->depth;
 
 	if (__builtin_expect(atomic_load_explicit(&r->slot[d], memory_order_relaxed) ==
 			     (uintptr_t)lk, 1)) {
 		atomic_store_explicit(&r->slot[d], 0, memory_order_release); /* E */
-		atomic_store_explicit(&r->depth, d - 1, memory_order_relaxed);
+		r->depth = d - 1;
 		atomic_signal_fence(memory_order_seq_cst); /* C: light half, pairs with F */
 		if (__builtin_expect(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 				     KL_RM_S_WSLEEP, 0))
