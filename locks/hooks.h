@@ -36,6 +36,11 @@
  *                             readers' bias (kl_rmlock: membarrier + scan + drain, under the
  *                             write hold); cost_ns is how long that took. lockstat counts
  *                             it in the (lock, site) write row.
+ *   kli_hook_rearmed(lock, kind, unbiased_ns)   a reader re-armed the bias (kl_rmlock: the
+ *                             winning CAS UNBIASED -> 0, once per window); unbiased_ns is
+ *                             the stretch it closes (revocation to re-arm). The reader has
+ *                             no call site of its own: lockstat adds it to the lock's row
+ *                             with a NULL site. A stretch still open is not reported.
  *
  * LIFETIME events - always compiled: kli_hook_created(lock, kind, flags) in init (and on
  * first use of a statically initialised lock, where the primitive can tell), and
@@ -229,6 +234,15 @@ static inline void kli_hook_revoked(const void *lock, enum kli_kind kind, uint64
 		kli_lockstat_revoked(lock, kind, cost_ns, site);
 }
 
+/* Records a completed unbiased stretch (locks/lockstat.c; only called while recording). */
+void kli_lockstat_rearmed(const void *lock, enum kli_kind kind, uint64_t unbiased_ns);
+
+static inline void kli_hook_rearmed(const void *lock, enum kli_kind kind, uint64_t unbiased_ns)
+{
+	if (kl_unlikely(atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)))
+		kli_lockstat_rearmed(lock, kind, unbiased_ns);
+}
+
 static inline void kli_wait_begin(struct kli_wait *w)
 {
 	w->t_begin = 0;
@@ -289,6 +303,11 @@ static inline void kli_hook_revoked(const void *lock, enum kli_kind kind, uint64
 				    const void *site)
 {
 	(void)lock, (void)kind, (void)cost_ns, (void)site;
+}
+
+static inline void kli_hook_rearmed(const void *lock, enum kli_kind kind, uint64_t unbiased_ns)
+{
+	(void)lock, (void)kind, (void)unbiased_ns;
 }
 
 static inline void kli_wait_begin(struct kli_wait *w)

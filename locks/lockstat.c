@@ -568,6 +568,21 @@ void kli_lockstat_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns
 	ls_table_leave(t);
 }
 
+/* Keyed by (lock, NULL site): the re-arming reader's own site says nothing about why the
+ * lock was unbiased. */
+void kli_lockstat_rearmed(const void *lock, enum kli_kind kind, uint64_t unbiased_ns)
+{
+	struct kli_ls_table *t = ls_table_enter(kli_self());
+	struct kli_ls_entry *e;
+
+	if (t == NULL)
+		return;
+	e = ls_entry(t, lock, NULL, kli_ls_kf(kind, 0));
+	if (e != NULL)
+		ls_add(e, KLI_LS_UNBIASED_NS, unbiased_ns);
+	ls_table_leave(t);
+}
+
 #if KLOCK_LOCKSTAT_HOLD
 void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
 			   const void *site)
@@ -1155,6 +1170,7 @@ static void ls_fill_row(struct kl_lockstat_snapshot *s, struct kl_lockstat_row *
 		.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
 		.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
 		.revocations = r->v[KLI_LS_REVOKES], .revoke_ns = r->v[KLI_LS_REVOKE_NS],
+			.unbiased_ns = r->v[KLI_LS_UNBIASED_NS],
 	};
 	memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
 	s->wait_ns += o->wait_ns;

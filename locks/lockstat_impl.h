@@ -38,6 +38,7 @@ enum kli_ls_field {
 	KLI_LS_HOLD_MINV,   /* ~(shortest hold): the max of ~x is the min of x */
 	KLI_LS_REVOKES,     /* bias revocations by this (write) site (kl_rmlock) */
 	KLI_LS_REVOKE_NS,   /* their total cost */
+	KLI_LS_UNBIASED_NS, /* completed unbiased stretches, re-arm time (NULL-site row) */
 	KLI_LS_HIST,        /* KL_LOCKSTAT_HIST_BUCKETS wait counts by log2(ns) from here */
 	KLI_LS_NFIELDS = KLI_LS_HIST + KL_LOCKSTAT_HIST_BUCKETS
 };

@@ -149,6 +149,7 @@ static void row_add(struct kl_lockstat_row *g, const struct kl_lockstat_row *r)
 		g->wait_hist[b] += r->wait_hist[b];
 	g->revocations += r->revocations;
 	g->revoke_ns += r->revoke_ns;
+	g->unbiased_ns += r->unbiased_ns;
 }
 
 /* A lock's rows: sorted[first .. first + n), with their total. */
@@ -655,7 +656,8 @@ static void text_summary(FILE *f, const struct kl_lockstat_row **sorted, struct 
 }
 
 /* "-- Bias revocations": read-mostly locks (kl_rmlock) whose writers revoked the readers'
- * bias, in the summary's order; nothing when no lock was revoked. */
+ * bias or that spent time unbiased (completed stretches), in the summary's order; nothing
+ * when there is neither. */
 static void text_revocations(FILE *f, const struct kl_lockstat_row **sorted,
 			     const struct group *g, size_t ng,
 			     const struct kl_lockstat_options *o)
@@ -666,18 +668,20 @@ static void text_revocations(FILE *f, const struct kl_lockstat_row **sorted,
 	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
 		const struct kl_lockstat_row *t = &g[i].total;
 
-		if (t->revocations == 0)
+		if (t->revocations == 0 && t->unbiased_ns == 0)
 			continue;
 		if (!any)
 			fprintf(f, "\n-- Bias revocations (read-mostly locks)\n\n"
-				"Revocations  Revoke/us AvgRevoke/us Lock                   Type\n");
+				"Revocations  Revoke/us AvgRevoke/us Unbiased/ms "
+				"Lock                   Type\n");
 		any = true;
 		lock_label(sorted[g[i].first], lock, sizeof(lock),
 			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
-		fprintf(f, "%11llu %10.1f %12.1f %-*s %s\n", (unsigned long long)t->revocations,
-			(double)t->revoke_ns / NS_PER_US,
-			(double)t->revoke_ns / (double)t->revocations / NS_PER_US, LOCK_COL, lock,
-			t->kind);
+		fprintf(f, "%11llu %10.1f %12.1f %11.3f %-*s %s\n",
+			(unsigned long long)t->revocations, (double)t->revoke_ns / NS_PER_US,
+			t->revocations != 0 ?
+				(double)t->revoke_ns / (double)t->revocations / NS_PER_US : 0.0,
+			(double)t->unbiased_ns / NS_PER_MS, LOCK_COL, lock, t->kind);
 	}
 }
 
@@ -866,8 +870,9 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool
 	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
 	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, ", ");
 	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, ", ");
-	fprintf(f, "\"revocations\": %llu, \"revoke_ns\": %llu",
-		(unsigned long long)r->revocations, (unsigned long long)r->revoke_ns);
+	fprintf(f, "\"revocations\": %llu, \"revoke_ns\": %llu, \"unbiased_ns\": %llu",
+		(unsigned long long)r->revocations, (unsigned long long)r->revoke_ns,
+		(unsigned long long)r->unbiased_ns);
 	if (!hist)
 		return;
 	fputs(", \"wait_hist\": [", f);

@@ -54,7 +54,8 @@
  *   recycled record, so a lock write-held by a thread that exited is nobody's); lk->ovf  read holds kept in the lock (a thread
  *   with all KL_RM_SLOTS slots in use, or a parked reader admitted when its slots were full)
  *   lk->rearm_at, unbiased_at, revoke_ns, revocations: written by the revoking writer under
- *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS;
+ *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS, which
+ *   also reports that completed stretch to the seam (kli_hook_rearmed: lockstat);
  *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
  *   reader that found writes inside an expired window (relaxed: a lost update only shifts
  *   the window).
@@ -321,11 +322,13 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 		return;
 	}
 	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_relaxed,
-						    memory_order_relaxed))
-		atomic_fetch_add_explicit(
-			&lk->unbiased_ns,
-			now - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed),
-			memory_order_relaxed);
+						    memory_order_relaxed)) {
+		uint64_t stretch =
+			now - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed);
+
+		atomic_fetch_add_explicit(&lk->unbiased_ns, stretch, memory_order_relaxed);
+		kli_hook_rearmed(lk, KLI_KIND_RMLOCK, stretch);   /* the stretch it closes */
+	}
 }
 
 /* Wakes the writer sleeping for @who (a reader record, or RM_WAIT_OVF). */

@@ -771,6 +771,76 @@ static void test_lockstat_counts_one_revocation_per_biased_write(void **state)
 	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 }
 
+/* Reads enough for a reader to look at the re-arm at least once (a look every 64 fenced
+ * reads per thread, locks/rmlock.c's RM_REARM_READS), with room to spare. */
+#define REARM_LOOK_READS 130
+
+/* @lock's rows' unbiased time, summed (it is in the NULL-site row). */
+static uint64_t unbiased_ns_of(const void *lock)
+{
+	struct kl_lockstat_snapshot s;
+	uint64_t ns = 0;
+
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	for (size_t i = 0; i < s.nrows; i++) {
+		if (s.rows[i].lock != lock)
+			continue;
+		if (s.rows[i].unbiased_ns != 0)
+			assert_null(s.rows[i].caller);
+		ns += s.rows[i].unbiased_ns;
+	}
+	kl_lockstat_snapshot_free(&s);
+	return ns;
+}
+
+static uint64_t bias_unbiased_ns(const struct kl_rmlock *lk, bool *biased)
+{
+	struct kl_rmlock_bias b;
+
+	kl_rmlock_bias_stats(lk, &b);
+	*biased = b.biased;
+	return b.unbiased_ns;
+}
+
+/* A revoked kl_rmlock whose window passed with no write is re-armed by a reader: lockstat
+ * shows the completed unbiased stretch, the same time as the lock's own counter; while
+ * the lock was still unbiased it showed none (only completed stretches count). */
+static void test_lockstat_counts_the_unbiased_stretch_a_reader_closes(void **state)
+{
+	struct kl_rm_tracker tr;
+	struct kl_rmlock lk;
+	uint64_t before, after;
+	bool biased;
+	char *rep;
+
+	(void)state;
+	if (!kl_fence_asymmetric())
+		skip();   /* without membarrier an rmlock is never biased */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	before = bias_unbiased_ns(&lk, &biased);
+	assert_true(biased);
+	kl_rmlock_write_lock(&lk);   /* revokes: an unbiased stretch begins */
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(unbiased_ns_of(&lk), 0);   /* still open: not counted */
+	atomic_store(&lk.rearm_at, 0);   /* the window has passed, with no write in it */
+	for (int i = 0; i < REARM_LOOK_READS; i++) {
+		kl_rmlock_read_lock(&lk, &tr);
+		kl_rmlock_read_unlock(&lk, &tr);
+	}
+	after = bias_unbiased_ns(&lk, &biased);
+	assert_true(biased);
+	assert_true(after > before);
+	assert_int_equal(unbiased_ns_of(&lk), after - before);
+	rep = report_string(0, 0);
+	assert_non_null(strstr(rep, "Unbiased/ms"));
+	free(rep);
+	rep = report_string(KL_LOCKSTAT_JSON, 0);
+	assert_true(json_valid(rep));
+	assert_non_null(strstr(rep, "\"unbiased_ns\": "));
+	free(rep);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
 /* lockstat's times are cycle-counter ticks converted with the substrate's calibration:
  * they must agree with CLOCK_MONOTONIC (under qemu an unbracketed calibration made them
  * up to 3x too long). */
@@ -1101,6 +1171,7 @@ int main(void)
 		T(test_lockstat_real_holder_and_waiter),
 		T(test_lockstat_real_kl_mutex_holder_and_waiter),
 		T(test_lockstat_counts_one_revocation_per_biased_write),
+		T(test_lockstat_counts_the_unbiased_stretch_a_reader_closes),
 		T(test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site),
 		T(test_lockstat_records_the_call_stack_of_a_contended_acquisition),
 		cmocka_unit_test(test_lockstat_tick_conversion_matches_the_clock),

@@ -94,6 +94,9 @@ struct kl_lockstat_row {
 	uint64_t revocations;    /* read-mostly locks (kl_rmlock): writes from this site that
 	                          * revoked the readers' bias; else 0 */
 	uint64_t revoke_ns;      /* their total cost: membarrier + scan + reader drain */
+	uint64_t unbiased_ns;    /* read-mostly locks: time spent unbiased (readers fenced),
+	                          * completed stretches only (revocation to re-arm), in the
+	                          * row with no call site (caller NULL); else 0 */
 };
 
 /*
