@@ -199,6 +199,10 @@ bool kli_preload_unlock_misuse(const void *lock, bool foreign, const void *site)
 typedef void (*kli_test_hook_fn)(const char *point);
 extern _Atomic(kli_test_hook_fn) kli_test_hook;
 
+/* kl_rwlock: the shortest time between two hand-offs to sleeping readers (rwlock.c,
+ * "Hand-off"), in ns; tests set it (0: every unlock hands off; huge: only the first). */
+extern _Atomic uint64_t kli_rw_handoff_every_ns;
+
 static inline void kli_test_point(const char *point)
 {
 	kli_test_hook_fn f = atomic_load_explicit(&kli_test_hook, memory_order_relaxed);

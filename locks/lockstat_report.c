@@ -364,7 +364,8 @@ static void caller_label(const void *addr, char *buf, size_t len, bool *named,
 		snprintf(buf, len, "%s+0x%lx", info.dli_sname,
 			 (unsigned long)((const char *)addr - (const char *)info.dli_saddr));
 	} else if (kli_symtab_lookup(addr, sym, sizeof(sym), &off)) {
-		snprintf(buf, len, "%s+0x%lx", sym, (unsigned long)off);
+		if (snprintf(buf, len, "%s+0x%lx", sym, (unsigned long)off) >= (int)len)
+			buf[len - 1] = '\0'; /* a long symbol is cut: it stays a label */
 	} else if (*obj != NULL) {
 		const char *base = strrchr(*obj, '/');
 

@@ -57,10 +57,11 @@ struct kl_rwlock {
 	KL_ATOMIC(uint32_t) rseq;    /* futex word readers sleep on */
 	KL_ATOMIC(uint32_t) spin_ns; /* average time recent successful spins took */
 	KL_ATOMIC(uint32_t) wspin;   /* writers spinning for it */
+	KL_ATOMIC(uint32_t) granted_at; /* coarse clock of the last hand-off to readers */
 };
 
 /* A statically initialised rwlock needs no kl_rwlock_init() and no kl_rwlock_destroy(). */
-#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0 }
+#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** kl_rwlock_init - make @rw an unlocked rwlock. Never blocks. */
 KL_API void kl_rwlock_init(struct kl_rwlock *rw) KL_NONNULL(1);
