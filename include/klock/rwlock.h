@@ -8,14 +8,15 @@
  * words (the OpenBSD 2024 rework): an unlock wakes one writer, or all readers, and only
  * when someone sleeps - never the whole herd to re-sleep.
  *
- * Policy: writer preference with phase-fair hand-off. A new reader defers to a sleeping
- * writer (so readers cannot starve writers); when a writer unlocks while readers sleep,
- * it hands the lock to all of them at once (they wake already holding it), before any
- * other writer (so writers cannot starve readers either). Bounds: a sleeping writer waits
- * for at most the readers inside when it went to sleep plus the reader batch granted by
- * the writer before it; a sleeping reader waits for at most one writer critical section
- * after the current one. Writers among themselves are not FIFO. Design and bounds:
- * docs/design-adaptive.md.
+ * Policy: writer preference with a time-bounded hand-off. A new reader defers to a
+ * sleeping writer (so readers cannot starve writers); when a writer unlocks while readers
+ * sleep and the lock's last hand-off is at least 1 ms old, it hands the lock to all of
+ * them at once (they wake already holding it), before any other writer (so writers
+ * cannot starve readers either); in between, threads compete (a hand-off at every unlock
+ * convoys when threads outnumber CPUs). Bounds: a sleeping writer waits for at most the
+ * readers inside when it went to sleep plus the reader batch granted by the writer before
+ * it; a sleeping reader waits for about a millisecond of write sections. Writers among
+ * themselves are not FIFO. Design and bounds: docs/design-adaptive.md.
  *
  * Not recursive on either side: a thread that read-locks twice can deadlock against a
  * waiting writer (the read-recursion trap of every writer-preferring rwlock), and one that
@@ -117,7 +118,9 @@ KL_API int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec
 
 /**
  * kl_rwlock_write_unlock - release the exclusive hold (the caller's). Hands the lock to
- * every sleeping reader if there is one, else wakes one sleeping writer. Never sleeps.
+ * every sleeping reader if there is one and the last hand-off is 1 ms old or more, else
+ * wakes one sleeping writer (or the sleeping readers, with no writer waiting). Never
+ * sleeps.
  */
 KL_API void kl_rwlock_write_unlock(struct kl_rwlock *rw) KL_NONNULL(1);
 
