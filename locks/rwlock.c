@@ -77,6 +77,9 @@
  *   G1  release CAS adding grants    pairs with G2, the claimer's acquire CAS: the
  *       writer's critical section happens-before the claimer's read section
  *   G3  release CAS word -> n read holds   pairs with G4, the claimer's acquire load
+ *   H1  a realtime (bold) reader's granted_at = 0, released by its S1 RMW; pairs with
+ *       H2, the releasing writer's acquire load of rwait: a writer that counts it sees
+ *       the hand-off due (a hint otherwise: relaxed)
  *
  * Realtime readers (the interposer's, XSH pthread_rwlock_rdlock): the reader slow path
  * has a "bold" mode, kli_rwlock_read_lock_outranking(), for a reader its caller knows to
@@ -307,6 +310,10 @@ static int rw_read_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 	uint32_t seq;
 	int err;
 
+	/* A realtime reader that outranks the blocked writers must be handed the lock at
+	 * the next write release, whenever the last hand-off was (XSH: priority order). */
+	if (bold) /* H1: released by S1's RMW; pairs with H2 in rw_write_leave() */
+		atomic_store_explicit(&rw->granted_at, 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rw->rwait, RW_SLEEPER, memory_order_seq_cst); /* S1 */
 	for (;;) {
 		/* The futex value first, then every condition it guards (a grant, the word):
@@ -566,7 +573,8 @@ static bool rw_handoff_due(struct kl_rwlock *rw)
  */
 static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
 {
-	uint64_t s = atomic_load_explicit(&rw->rwait, memory_order_relaxed);
+	/* H2: acquire, pairs with H1: a counted realtime sleeper's granted_at = 0 is seen */
+	uint64_t s = atomic_load_explicit(&rw->rwait, memory_order_acquire);
 	uint32_t n = 0;
 
 	if (rw_sleepers(s) > rw_grants(s) && (holds != 0 || rw_handoff_due(rw)))

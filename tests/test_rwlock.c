@@ -6,6 +6,7 @@
 #include <klock/rwlock.h>
 #include "kltest.h"
 #include "kl_internal.h"
+#include "rwlock_impl.h"
 #include "thread.h"
 
 _Static_assert(sizeof(struct kl_rwlock) <= sizeof(pthread_rwlock_t),
@@ -154,7 +155,8 @@ static void test_rwlock_writers_exclude_everyone(void **state)
 }
 
 /* ---- a helper thread that runs one operation and holds the result until told ------------ */
-enum op { OP_READ, OP_WRITE, OP_TRY_READ, OP_TRY_WRITE, OP_TIMED_READ, OP_TIMED_WRITE };
+enum op { OP_READ, OP_WRITE, OP_TRY_READ, OP_TRY_WRITE, OP_TIMED_READ, OP_TIMED_WRITE,
+	  OP_BOLD_READ };
 
 struct actor {
 	pthread_t t;
@@ -176,12 +178,14 @@ static void *actor_thread(void *arg)
 	case OP_TRY_WRITE: a->ret = kl_rwlock_write_trylock(&rw) ? 0 : EBUSY; break;
 	case OP_TIMED_READ: a->ret = kl_rwlock_read_timedlock(&rw, &d); break;
 	case OP_TIMED_WRITE: a->ret = kl_rwlock_write_timedlock(&rw, &d); break;
+	case OP_BOLD_READ: a->ret = kli_rwlock_read_lock_outranking(&rw, NULL); break;
 	}
 	atomic_store(&a->state, 1);
 	while (atomic_load(&a->state) != 2)
 		klt_sleep_ms(1);
 	if (a->ret == 0) {
-		if (a->op == OP_READ || a->op == OP_TRY_READ || a->op == OP_TIMED_READ)
+		if (a->op == OP_READ || a->op == OP_TRY_READ || a->op == OP_TIMED_READ ||
+		    a->op == OP_BOLD_READ)
 			kl_rwlock_read_unlock(&rw);
 		else
 			kl_rwlock_write_unlock(&rw);
@@ -357,6 +361,44 @@ static void test_rwlock_hands_off_to_sleeping_readers_at_most_once_per_period(vo
 	actor_finish(&w);                          /* its release hands off */
 	actor_finish(&r2);
 	assert_int_equal(r2.ret, 0);
+	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_DEFAULT_NS);
+	assert_int_equal(atomic_load(&rw.rwait), 0);
+	assert_int_equal(atomic_load(&rw.word), 0);
+}
+
+/* A realtime reader that outranks the blocked writers (the interposer's, XSH priority
+ * order) is handed the lock at the next write release, even inside the hand-off period:
+ * the blocked writer waits. */
+static void test_rwlock_outranking_reader_is_handed_the_lock_inside_the_period(void **state)
+{
+	struct actor r1, bold, w;
+
+	(void)state;
+	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_HOUR_NS);
+	kl_rwlock_init(&rw);
+	kl_rwlock_write_lock(&rw); /* the lock's first hand-off: the period starts */
+	actor_start(&r1, OP_READ, 0);
+	while (sleeping_readers(&rw) != 1)
+		klt_sleep_ms(1);
+	kl_rwlock_write_unlock(&rw);
+	actor_finish(&r1);
+
+	kl_rwlock_write_lock(&rw);
+	actor_start(&w, OP_WRITE, 0);
+	while (atomic_load(&rw.wwait) != 1)
+		klt_sleep_ms(1);
+	actor_start(&bold, OP_BOLD_READ, 0);
+	while (sleeping_readers(&rw) != 1)
+		klt_sleep_ms(1);
+	kl_rwlock_write_unlock(&rw);
+	while (atomic_load(&w.state) != 1 && atomic_load(&bold.state) != 1)
+		klt_sleep_ms(1);
+	assert_int_equal(atomic_load(&w.state), 0);    /* the writer still waits ... */
+	assert_int_equal(atomic_load(&bold.state), 1); /* ... the realtime reader got it */
+	assert_int_equal(bold.ret, 0);
+	actor_finish(&bold);
+	actor_finish(&w);
+	assert_int_equal(w.ret, 0);
 	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_DEFAULT_NS);
 	assert_int_equal(atomic_load(&rw.rwait), 0);
 	assert_int_equal(atomic_load(&rw.word), 0);
@@ -596,6 +638,7 @@ int main(void)
 		cmocka_unit_test(test_rwlock_new_readers_defer_to_a_sleeping_writer),
 		cmocka_unit_test(test_rwlock_sleeping_readers_are_handed_the_lock),
 		cmocka_unit_test(test_rwlock_hands_off_to_sleeping_readers_at_most_once_per_period),
+		cmocka_unit_test(test_rwlock_outranking_reader_is_handed_the_lock_inside_the_period),
 		cmocka_unit_test(test_rwlock_writer_timeout_lets_deferred_readers_in),
 		cmocka_unit_test(test_rwlock_sleeping_reader_never_misses_its_grant),
 		cmocka_unit_test(test_rwlock_static_initializer_works),
