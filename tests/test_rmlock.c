@@ -162,34 +162,37 @@ static bool try_from_other_thread(struct kl_rmlock *lk, int op)
 	return p.ok;
 }
 
-/* Writers read a record's depth, then only the slots up to it: a hold above released
- * (zero) slots, and one below them after the top was released, must still be seen. */
+/* A writer must see a hold above released (zero) slots, and one below a released top
+ * slot (holes in the stack of read holds). */
 static void test_rmlock_writer_sees_a_hold_next_to_released_slots(void **state)
 {
-	struct kl_rmlock lk, other[2];
-	struct kl_rm_tracker tr, to[2];
+	/* Taken in one order only (below < lk < above): witness and TSan check lock order. */
+	struct kl_rmlock below[2], lk, above;
+	struct kl_rm_tracker tb[2], tr, ta;
 
 	(void)state;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(kl_rmlock_init(&below[i], 0), 0);
 	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
-	for (int i = 0; i < 2; i++) {
-		assert_int_equal(kl_rmlock_init(&other[i], 0), 0);
-		kl_rmlock_read_lock(&other[i], &to[i]);
-	}
-	kl_rmlock_read_lock(&lk, &tr);          /* slot 3 */
-	kl_rmlock_read_unlock(&other[0], &to[0]); /* holes below it */
-	kl_rmlock_read_unlock(&other[1], &to[1]);
+	assert_int_equal(kl_rmlock_init(&above, 0), 0);
+	for (int i = 0; i < 2; i++)
+		kl_rmlock_read_lock(&below[i], &tb[i]);
+	kl_rmlock_read_lock(&lk, &tr);            /* slot 3 */
+	kl_rmlock_read_unlock(&below[0], &tb[0]); /* holes below it */
+	kl_rmlock_read_unlock(&below[1], &tb[1]);
 	assert_false(try_from_other_thread(&lk, 1));
 	kl_rmlock_read_unlock(&lk, &tr);
 	assert_true(try_from_other_thread(&lk, 1));
 
-	kl_rmlock_read_lock(&lk, &tr);          /* slot 1 */
-	kl_rmlock_read_lock(&other[0], &to[0]);  /* slot 2, released: depth drops to 1 */
-	kl_rmlock_read_unlock(&other[0], &to[0]);
+	kl_rmlock_read_lock(&lk, &tr);    /* slot 1 */
+	kl_rmlock_read_lock(&above, &ta); /* slot 2, released: the top drops to 1 */
+	kl_rmlock_read_unlock(&above, &ta);
 	assert_false(try_from_other_thread(&lk, 1));
 	kl_rmlock_read_unlock(&lk, &tr);
 	assert_true(try_from_other_thread(&lk, 1));
 	for (int i = 0; i < 2; i++)
-		assert_int_equal(kl_rmlock_destroy(&other[i]), 0);
+		assert_int_equal(kl_rmlock_destroy(&below[i]), 0);
+	assert_int_equal(kl_rmlock_destroy(&above), 0);
 	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 }
 
