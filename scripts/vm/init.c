@@ -76,6 +76,24 @@ static char *cmdline_arg(const char *key)
 	return NULL;
 }
 
+/* mkdir -p @path: a tree under /tmp or /run lies on the guest's fresh tmpfs, where its
+ * mount point does not exist yet (a clone in /tmp failed: "vm-init: /tmp/...: No such
+ * file or directory"); elsewhere the directories exist on the read-only host root. */
+static void mkdir_p(const char *path)
+{
+	char buf[LINE_MAX_LEN];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		mkdir(buf, 0755); /* EEXIST or EROFS on the host's own directories: fine */
+		*p = '/';
+	}
+	mkdir(buf, 0755);
+}
+
 static void mnt(const char *src, const char *dst, const char *type, unsigned long fl,
 		const char *opts)
 {
@@ -132,6 +150,7 @@ int main(void)
 	mnt("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777");
 	mnt("tmpfs", "/tmp", "tmpfs", 0, "mode=1777");
 	mnt("tmpfs", "/run", "tmpfs", 0, "mode=755");
+	mkdir_p(tree);
 	mnt("klock", tree, "9p", 0, P9_OPTS_RW);
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	setenv("HOME", "/tmp", 1);
