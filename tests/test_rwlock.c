@@ -324,25 +324,41 @@ static void test_rwlock_sleeping_readers_are_handed_the_lock(void **state)
 /* A period no test outlives: only a lock's first hand-off is due. */
 #define HANDOFF_EVERY_HOUR_NS (3600ull * KLT_NSEC_PER_SEC)
 
-/* A writer hands the lock to sleeping readers at most once per period: a release inside
- * the period goes to the sleeping writer, and the reader waits for the next hand-off
- * (every release handing off convoyed once threads outnumbered CPUs: 8 threads on 2 CPUs
- * at 10% writes ran at 84 k ops/s, 25 M after). */
-static void test_rwlock_hands_off_to_sleeping_readers_at_most_once_per_period(void **state)
+/* With a period no test outlives: a fresh lock's first hand-off (always due) to a
+ * sleeping reader, which starts the period. */
+static void start_the_handoff_period(void)
 {
-	struct actor r1, r2, w;
+	struct actor r1;
 
-	(void)state;
 	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_HOUR_NS);
 	kl_rwlock_init(&rw);
-	kl_rwlock_write_lock(&rw); /* the first hand-off: always due */
+	kl_rwlock_write_lock(&rw);
 	actor_start(&r1, OP_READ, 0);
 	while (sleeping_readers(&rw) != 1)
 		klt_sleep_ms(1);
 	kl_rwlock_write_unlock(&rw);
 	assert_int_equal(readers_of(&rw), 1); /* granted to the sleeper */
 	actor_finish(&r1);
+}
 
+/* The default period back, and the lock left free with nobody counted. */
+static void end_the_handoff_period(void)
+{
+	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_DEFAULT_NS);
+	assert_int_equal(atomic_load(&rw.rwait), 0);
+	assert_int_equal(atomic_load(&rw.word), 0);
+}
+
+/* A writer hands the lock to sleeping readers at most once per period: a release inside
+ * the period goes to the sleeping writer, and the reader waits for the next hand-off
+ * (every release handing off convoyed once threads outnumbered CPUs: 8 threads on 2 CPUs
+ * at 10% writes ran at 84 k ops/s, 25 M after). */
+static void test_rwlock_hands_off_to_sleeping_readers_at_most_once_per_period(void **state)
+{
+	struct actor r2, w;
+
+	(void)state;
+	start_the_handoff_period();
 	kl_rwlock_write_lock(&rw); /* inside the period: no hand-off */
 	actor_start(&r2, OP_READ, 0);
 	while (sleeping_readers(&rw) != 1)
@@ -361,9 +377,7 @@ static void test_rwlock_hands_off_to_sleeping_readers_at_most_once_per_period(vo
 	actor_finish(&w);                          /* its release hands off */
 	actor_finish(&r2);
 	assert_int_equal(r2.ret, 0);
-	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_DEFAULT_NS);
-	assert_int_equal(atomic_load(&rw.rwait), 0);
-	assert_int_equal(atomic_load(&rw.word), 0);
+	end_the_handoff_period();
 }
 
 /* A realtime reader that outranks the blocked writers (the interposer's, XSH priority
@@ -371,18 +385,10 @@ static void test_rwlock_hands_off_to_sleeping_readers_at_most_once_per_period(vo
  * the blocked writer waits. */
 static void test_rwlock_outranking_reader_is_handed_the_lock_inside_the_period(void **state)
 {
-	struct actor r1, bold, w;
+	struct actor bold, w;
 
 	(void)state;
-	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_HOUR_NS);
-	kl_rwlock_init(&rw);
-	kl_rwlock_write_lock(&rw); /* the lock's first hand-off: the period starts */
-	actor_start(&r1, OP_READ, 0);
-	while (sleeping_readers(&rw) != 1)
-		klt_sleep_ms(1);
-	kl_rwlock_write_unlock(&rw);
-	actor_finish(&r1);
-
+	start_the_handoff_period();
 	kl_rwlock_write_lock(&rw);
 	actor_start(&w, OP_WRITE, 0);
 	while (atomic_load(&rw.wwait) != 1)
@@ -399,9 +405,7 @@ static void test_rwlock_outranking_reader_is_handed_the_lock_inside_the_period(v
 	actor_finish(&bold);
 	actor_finish(&w);
 	assert_int_equal(w.ret, 0);
-	atomic_store(&kli_rw_handoff_every_ns, HANDOFF_EVERY_DEFAULT_NS);
-	assert_int_equal(atomic_load(&rw.rwait), 0);
-	assert_int_equal(atomic_load(&rw.word), 0);
+	end_the_handoff_period();
 }
 
 static void test_rwlock_writer_timeout_lets_deferred_readers_in(void **state)
