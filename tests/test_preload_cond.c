@@ -31,6 +31,13 @@
  * of two): a lost wake-up stops progress, slow CPUs (an emulated 64-vCPU guest, where a
  * FIFO lock waits for its next owner's vCPU to be scheduled) only slow it. */
 #define PROGRESS_ITEMS 1024
+/* Seconds of heavy fences the stress may cost. A FIFO lock's waiter that goes to sleep
+ * pays one membarrier (ticket.c and mcs.c, S1): ~0.66 per item with KLOCK_MUTEX=ticket
+ * (strace -c: 59 k in a 90 k-item run); a membarrier costs ~20 us on 2 real CPUs and up
+ * to a second in a 64-vCPU emulated guest, where 90 k of them took hours. */
+#define FENCE_BUDGET_S 20
+/* Fewest items per producer: the queue still fills and wraps. */
+#define MIN_ITEMS (2 * QCAP)
 
 static bool preloaded;
 
@@ -711,7 +718,9 @@ static void test_preload_cond_bounded_queue_loses_no_wakeup(void **state)
 {
 	struct bq *q = calloc(1, sizeof(*q));
 	pthread_t t[PRODUCERS + CONSUMERS];
-	long items = klt_scaled(ITEMS);
+	/* One heavy fence per item, rounded up, for every producer and mutex kind. */
+	long items = klt_fence_budgeted(klt_scaled(ITEMS), PRODUCERS * MK_COUNT, FENCE_BUDGET_S,
+					MIN_ITEMS);
 
 	(void)state;
 	for (int k = 0; k < MK_COUNT; k++) {
