@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
+# Issue 16's real programs, each A/B'd by bench/preload_ab.py (A = glibc's locks, B =
+# LD_PRELOAD=libklock-preload.so, interleaved, the order swapped every round, medians):
+# sysbench mutex and threads, pbzip2 -p2, pigz, zstd -T2 and memcached -t 4 driven by
+# memaslap. Prints each program's A/B block and a summary table last.
+#   bench/preload-programs.sh [-n RUNS] [--env VAR=VALUE] [PRELOAD]
+# PRELOAD defaults to build-release/preload/libklock-preload.so (then build/). Needs
+# sysbench pbzip2 pigz zstd memcached libmemcached-tools (apt-get). Run it on an idle
+# machine: single runs on a shared 2-vCPU VM move 2x.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=5 envs=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-n) runs=$2; shift 2 ;;
+	--env) envs+=(--env "$2"); shift 2 ;;
+	*) break ;;
+	esac
+done
+pre=${1:-}
+for p in "$pre" build-release/preload/libklock-preload.so build/preload/libklock-preload.so; do
+	[ -n "$p" ] && [ -f "$p" ] && { pre=$p; break; }
+done
+[ -f "$pre" ] || { echo "preload-programs: no libklock-preload.so (build klock first)" >&2; exit 2; }
+for t in sysbench pbzip2 pigz zstd memcached; do
+	command -v $t >/dev/null || { echo "preload-programs: $t missing (apt-get install sysbench pbzip2 pigz zstd memcached libmemcached-tools)" >&2; exit 2; }
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+seq 1 3500000 > "$work/mid.txt" # 27 MB of text: seconds of compression on 2 CPUs
+AB=(python3 bench/preload_ab.py -n "$runs" "${envs[@]}")
+summary=()
+ab() { # NAME, then preload_ab arguments up to the command
+	local name=$1 out
+	shift
+	echo "== $name"
+	out=$("${AB[@]}" "$@")
+	echo "$out"
+	summary+=("$(printf '%-44s %s' "$name" "$(echo "$out" | sed -n 's/^ratio B\/A (klock\/glibc) = //p')")")
+}
+
+ab "sysbench mutex, 2 threads (total time)" --metric rate --lower \
+	--pattern 'total time:\s+([0-9.]+)s' "$pre" -- sysbench mutex --threads=2 \
+	--mutex-num=1 --mutex-loops=10000 --mutex-locks=20000 run
+ab "sysbench threads, 4 thr, 4 locks (events)" --metric rate \
+	--pattern 'total number of events:\s+([0-9]+)' "$pre" -- sysbench threads \
+	--threads=4 --thread-locks=4 --time=3 run
+ab "pbzip2 -p2 -9 (wall)" --metric wall "$pre" -- pbzip2 -p2 -c -9 "$work/mid.txt"
+ab "pigz -p 2 (wall)" --metric wall "$pre" -- pigz -p 2 -c "$work/mid.txt"
+ab "zstd -T2 -3 (wall)" --metric wall "$pre" -- zstd -T2 -3 -c "$work/mid.txt"
+ab "memcached -t 4 + memaslap (TPS)" --metric rate --pattern 'TPS: ([0-9]+)' "$pre" -- \
+	bench/ab-memcached.sh 4 3
+
+echo "== summary: klock/glibc, medians of $runs interleaved runs (wall/time: < 1 klock better; events/TPS: > 1 klock better)"
+printf '%s\n' "${summary[@]}"
