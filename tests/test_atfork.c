@@ -35,7 +35,7 @@ static void in_child(int (*fn)(void *), void *arg)
 
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		alarm(CHILD_ALARM_S);
+		alarm(klt_watchdog_s(CHILD_ALARM_S));
 		_exit(fn(arg));
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);

@@ -1051,7 +1051,7 @@ static void test_lockstat_fork_child_can_report(void **state)
 		pid_t pid = fork();
 
 		if (pid == 0) {
-			alarm(10);   /* a snapshot waiting on a dead writer would hang */
+			alarm(klt_watchdog_s(10)); /* a snapshot waiting on a dead writer would hang */
 			_exit(kl_lockstat_snapshot(&s) == 0 && s.recording ? 0 : 1);
 		}
 		assert_true(pid > 0);

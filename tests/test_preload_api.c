@@ -812,7 +812,7 @@ static void ub_relock_child(enum mkind k, enum mhow how, int fd)
 {
 	pthread_mutex_t m;
 
-	alarm(60); /* never outlive the test */
+	alarm(klt_watchdog_s(60)); /* never outlive the test */
 	if (!m_create(&m, k, how) || pthread_mutex_lock(&m) != 0)
 		_exit(2);
 	if (write(fd, "r", 1) != 1)

@@ -432,7 +432,7 @@ static void test_preload_cond_pshared_pair_across_fork(void **state)
 	assert_int_equal(pthread_cond_init(&s->c, &ca), 0);
 	pid = fork();
 	if (pid == 0) {
-		alarm(WATCHDOG_S);
+		alarm(klt_watchdog_s(WATCHDOG_S));
 		pthread_mutex_lock(&s->m);
 		s->ready = 1;
 		pthread_cond_signal(&s->c);

@@ -38,7 +38,7 @@ static void in_child(void (*fn)(void *), void *arg)
 
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		alarm(CHILD_ALARM_S);
+		alarm(klt_watchdog_s(CHILD_ALARM_S));
 		fn(arg);
 		_exit(0);
 	}

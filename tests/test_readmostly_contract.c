@@ -57,7 +57,7 @@ struct tstate {
 static int setup(void **state)
 {
 	(void)state;
-	alarm(WATCHDOG_S);
+	alarm(klt_watchdog_s(WATCHDOG_S));
 	return 0;
 }
 

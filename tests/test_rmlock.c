@@ -827,7 +827,7 @@ static void test_rmlock_fork_child_can_write_lock(void **state)
 		klt_sleep_ms(1); /* until the holder is in */
 	pid = fork();
 	if (pid == 0) {
-		alarm(10);
+		alarm(klt_watchdog_s(10));
 		kl_rmlock_write_lock(&lk);
 		kl_rmlock_write_unlock(&lk);
 		_exit(0);

@@ -14,7 +14,7 @@
 static int setup(void **state)
 {
 	(void)state;
-	alarm(WATCHDOG_S);
+	alarm(klt_watchdog_s(WATCHDOG_S));
 	return 0;
 }
 
