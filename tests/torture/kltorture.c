@@ -417,6 +417,8 @@ static void usage(FILE *f)
 	      "  KLTORTURE_SECS    seconds per lock when --secs is not given\n"
 	      "  KLTORTURE_SEED    random seed when --seed is not given\n"
 	      "  KLTORTURE_TALLY   append one result line per lock to this file\n"
+	      "  KLTEST_WATCHDOG_SCALE  --selftest: multiplies its 60 s limit per child run\n"
+	      "                    (slow machines, e.g. scripts/vm-test's emulated CPUs)\n"
 	      "  KLOCK_NO_MEMBARRIER, KLOCK_NO_RSEQ, KLOCK_NO_HWLOC, KLOCK_WITNESS,\n"
 	      "  KLOCK_ON_ERROR, KLOCK_LOCKSTAT   read by libklock itself (klock(7))\n"
 	      "exit status: 0 every lock passed, 1 a lock failed or hung, 2 usage error,\n"
