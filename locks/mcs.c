@@ -79,6 +79,12 @@
  *       waiter and unparks one, or the waiter sees the lock free and does not sleep (its
  *       timeout would bound the wait anyway). The uncontended unlock stays CAS + one load.
  *
+ * Inline fast path. klock/mcs.h tries the lock inline first (C builds without
+ * instruments): it writes the node (next 0, locked MCS_HOLDER), and if tail reads 0, a
+ * CAS of tail from 0 to the node is C1 (acq_rel, as the exchange). A held lock or a lost
+ * race calls kl_mcs_lock(), which initialises the node again: a failed CAS queued nothing.
+ * klbench latency: 7.9 ns a pair through the library, 5.0 ns inline, as ck's MCS.
+ *
  * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
  * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
  * (a load, exchange + CAS, a load), FIFO convoys under preemption: each hand-over to a
@@ -118,7 +124,7 @@
 #define MCS_WAITING 0u
 #define MCS_GRANTED 1u
 #define MCS_SLEEPING 2u
-#define MCS_HOLDER 3u
+#define MCS_HOLDER KL_MCS_NODE_HOLDER
 #define MCS_NEXT 4u
 #define MCS_NEAR 5u
 
@@ -324,7 +330,7 @@ void kl_mcs_destroy(struct kl_mcs *l)
 	kli_hook_destroyed(l, MCS_KIND);
 }
 
-void kl_mcs_lock(struct kl_mcs *l, struct kl_mcs_node *n)
+void (kl_mcs_lock)(struct kl_mcs *l, struct kl_mcs_node *n)
 {
 	struct kl_mcs_node *prev;
 

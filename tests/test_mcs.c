@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_mcs.c - kl_mcs: exclusion, FIFO hand-over, trylock, misuse (debug builds). */
 #include <klock/mcs.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sched.h>
 #include <unistd.h>
@@ -236,6 +237,48 @@ static void test_mcs_static_initializer_works(void **state)
 	kl_mcs_unlock(&s, &b);
 }
 
+/* ---- the header-inline lock (klock/mcs.h): a held lock goes to the library ---------- */
+/* Nodes need no initialisation: the inline path writes the node before its CAS, and the
+ * library's path writes it again after a failed one. */
+static _Atomic int inline_entered;
+
+static void *inline_locker(void *arg)
+{
+	struct kl_mcs_node node;
+
+	memset(&node, 0xa5, sizeof(node)); /* whatever the stack held */
+	kl_mcs_lock(arg, &node); /* the inline path in builds without instruments */
+	atomic_store(&inline_entered, 1);
+	kl_mcs_unlock(arg, &node);
+	return NULL;
+}
+
+static void test_mcs_inline_lock_with_a_dirty_node_waits_for_the_holder(void **state)
+{
+	struct kl_mcs l = KL_MCS_INITIALIZER;
+	struct kl_mcs_node mine, again;
+	pthread_t th;
+
+#if !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && \
+	!KLOCK_LOCKSTAT_HOLD
+	assert_int_equal(KL_MCS_INLINE, 1); /* the fast path under test is compiled */
+#endif
+	atomic_store(&inline_entered, 0);
+	(kl_mcs_lock)(&l, &mine); /* the library's entry point takes it as well */
+	assert_int_equal(pthread_create(&th, NULL, inline_locker, &l), 0);
+	klt_sleep_ms(20);
+	assert_int_equal(atomic_load(&inline_entered), 0);
+	kl_mcs_unlock(&l, &mine);
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&inline_entered), 1);
+	memset(&again, 0xa5, sizeof(again));
+	kl_mcs_lock(&l, &again); /* free again: the inline CAS takes it */
+	assert_true(kl_mcs_is_locked(&l));
+	assert_false(kl_mcs_trylock(&l, &mine));
+	kl_mcs_unlock(&l, &again);
+	assert_false(kl_mcs_is_locked(&l));
+}
+
 #if KLOCK_DEBUG_LOCKS
 static struct kl_mcs_node other_node;
 
@@ -281,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_mcs_newcomer_to_a_crowded_queue_waits_off_the_queue),
 		cmocka_unit_test(test_mcs_trylock_fails_while_held),
 		cmocka_unit_test(test_mcs_static_initializer_works),
+		cmocka_unit_test(test_mcs_inline_lock_with_a_dirty_node_waits_for_the_holder),
 #if KLOCK_DEBUG_LOCKS
 		cmocka_unit_test(test_mcs_misuse_is_reported),
 #endif

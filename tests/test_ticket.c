@@ -186,6 +186,41 @@ static void test_ticket_static_initializer_works(void **state)
 	kl_ticket_unlock(&s);
 }
 
+/* ---- the header-inline lock (klock/ticket.h): a held lock goes to the library ------- */
+static _Atomic int inline_entered;
+
+static void *inline_locker(void *arg)
+{
+	kl_ticket_lock(arg); /* the inline path in builds without instruments */
+	atomic_store(&inline_entered, 1);
+	kl_ticket_unlock(arg);
+	return NULL;
+}
+
+static void test_ticket_inline_lock_waits_for_the_holder(void **state)
+{
+	struct kl_ticket t = KL_TICKET_INITIALIZER;
+	pthread_t th;
+
+#if !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && \
+	!KLOCK_LOCKSTAT_HOLD
+	assert_int_equal(KL_TICKET_INLINE, 1); /* the fast path under test is compiled */
+#endif
+	atomic_store(&inline_entered, 0);
+	(kl_ticket_lock)(&t); /* the library's entry point takes it as well */
+	assert_int_equal(pthread_create(&th, NULL, inline_locker, &t), 0);
+	klt_sleep_ms(20);
+	assert_int_equal(atomic_load(&inline_entered), 0);
+	kl_ticket_unlock(&t);
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&inline_entered), 1);
+	kl_ticket_lock(&t); /* free again: the inline CAS takes the next ticket */
+	assert_true(kl_ticket_is_locked(&t));
+	assert_false(kl_ticket_trylock(&t));
+	kl_ticket_unlock(&t);
+	assert_false(kl_ticket_is_locked(&t));
+}
+
 #if KLOCK_DEBUG_LOCKS
 static void *unlock_other(void *arg)
 {
@@ -227,6 +262,7 @@ int main(void)
 		cmocka_unit_test(test_ticket_newcomer_to_a_crowded_queue_waits_without_a_ticket),
 		cmocka_unit_test(test_ticket_trylock_fails_while_held),
 		cmocka_unit_test(test_ticket_static_initializer_works),
+		cmocka_unit_test(test_ticket_inline_lock_waits_for_the_holder),
 #if KLOCK_DEBUG_LOCKS
 		cmocka_unit_test(test_ticket_misuse_is_reported),
 #endif

@@ -24,6 +24,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <klock/compiler.h>
+#include <klock/config.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 KL_BEGIN_DECLS
 
@@ -74,6 +78,43 @@ KL_API void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *node) KL_NONNULL
 
 /** kl_mcs_is_locked - true if someone holds @l (a racy snapshot, for assertions). */
 KL_API bool kl_mcs_is_locked(const struct kl_mcs *l) KL_NONNULL(1);
+
+/* node.locked of a holder that found the lock free (private; locks/mcs.c's MCS_HOLDER). */
+#define KL_MCS_NODE_HOLDER 3u
+
+/*
+ * ---- inline lock fast path -----------------------------------------------------------
+ * As klock/ticket.h's (same build conditions, KLOCK_NO_INLINE to force the call): if the
+ * lock is free, one CAS of tail from empty to @node takes it (C1 of locks/mcs.c with a
+ * CAS for the exchange: acq_rel, pairing with C3, the last holder's release, and
+ * publishing the node's initialisation to a successor). The node is then marked as the
+ * uncontended holder's (the hint a successor reads). A held lock, or a lost race, goes to
+ * the library, which initialises the node again: a failed CAS queued nothing. The unlock
+ * stays a call.
+ */
+#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
+	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#define KL_MCS_INLINE 1
+
+static inline void kl_mcs_lock_inline(struct kl_mcs *l, struct kl_mcs_node *node)
+{
+	uintptr_t empty = 0;
+
+	atomic_store_explicit(&node->next, 0, memory_order_relaxed);
+	atomic_store_explicit(&node->locked, KL_MCS_NODE_HOLDER, memory_order_relaxed);
+	if (__builtin_expect(atomic_load_explicit(&l->tail, memory_order_relaxed) == 0 &&
+				     atomic_compare_exchange_strong_explicit(
+					     &l->tail, &empty, (uintptr_t)node,
+					     memory_order_acq_rel, memory_order_relaxed),
+			     1))
+		return;
+	(kl_mcs_lock)(l, node);
+}
+
+#define kl_mcs_lock(l, node) kl_mcs_lock_inline(l, node)
+#else
+#define KL_MCS_INLINE 0
+#endif
 
 KL_END_DECLS
 

@@ -22,6 +22,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <klock/compiler.h>
+#include <klock/config.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 KL_BEGIN_DECLS
 
@@ -70,6 +74,39 @@ KL_API void kl_ticket_unlock(struct kl_ticket *t) KL_NONNULL(1);
 
 /** kl_ticket_is_locked - true if someone holds @t (a racy snapshot, for assertions). */
 KL_API bool kl_ticket_is_locked(const struct kl_ticket *t) KL_NONNULL(1);
+
+/*
+ * ---- inline lock fast path -----------------------------------------------------------
+ * An uncontended pair costs a few ns, and the call into the library was a fifth of it
+ * (docs/design-adaptive.md). So in C builds without instruments (the conditions of
+ * klock/rmlock.h's inline path; define KLOCK_NO_INLINE to force the calls) the lock is
+ * first tried here, as kl_ticket_trylock() does it: if nobody holds or waits for @t, one
+ * CAS takes the next ticket. T2 (the acquire load of owner) pairs with T3, the previous
+ * holder's release store in kl_ticket_unlock(); the CAS can only succeed while owner
+ * still has the value read (owner only moves while a ticket is out, and then next !=
+ * owner). Anything else - a holder, waiters, a lost race - is the library's call, which
+ * starts from scratch: a failed CAS took nothing. The unlock stays a call (its wake-up
+ * half is the library's).
+ */
+#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
+	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#define KL_TICKET_INLINE 1
+
+static inline void kl_ticket_lock_inline(struct kl_ticket *t)
+{
+	uint32_t owner = atomic_load_explicit(&t->owner, memory_order_acquire); /* T2 */
+
+	if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+				     &t->next, &owner, owner + 1, memory_order_relaxed,
+				     memory_order_relaxed), 1))
+		return;
+	(kl_ticket_lock)(t);
+}
+
+#define kl_ticket_lock(t) kl_ticket_lock_inline(t)
+#else
+#define KL_TICKET_INLINE 0
+#endif
 
 KL_END_DECLS
 
