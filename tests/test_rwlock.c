@@ -510,6 +510,69 @@ static void test_rwlock_sleeping_reader_never_misses_its_grant(void **state)
 	assert_int_equal(atomic_load(&rw.rwait), 0);
 }
 
+/* ---- a sleeping writer never misses its wake-up ------------------------------------------ */
+/* A release skips the wake-up system call while every counted sleeper has one on its way
+ * (rw_wake_writer). Two writers churn through short holds and timed locks; one sleeps
+ * now and then at the point where releases and wake-ups race with its way to sleep. A lost
+ * wake-up shows as a timed lock that only returns at its deadline (the holder releases
+ * every 30 us at most), not as a hang. */
+static _Atomic long wake_lost;
+static _Atomic int wake_stop;
+static struct klt_barrier wake_start;
+
+static void *wake_writer(void *arg)
+{
+	long n = *(long *)arg;
+	unsigned seed = (unsigned)n * 2654435761u;
+
+	klt_barrier_wait(&wake_start);
+	for (long i = 0; i < n && !atomic_load(&wake_stop); i++) {
+		struct timespec d = klt_deadline_ms(2000);
+		int err = kl_rwlock_write_timedlock(&rw, &d);
+
+		if (err != 0 || klt_now_ns() >= (int64_t)d.tv_sec * KLT_NSEC_PER_SEC + d.tv_nsec) {
+			atomic_fetch_add(&wake_lost, 1);
+			atomic_store(&wake_stop, 1);
+			if (err == 0)
+				kl_rwlock_write_unlock(&rw);
+			break;
+		}
+		seed = seed * 1103515245u + 12345u;
+		for (uint64_t t0 = kli_now_ns(); kli_now_ns() - t0 < (seed >> 16) % 30000;)
+			kl_arch_relax();
+		kl_rwlock_write_unlock(&rw);
+	}
+	return NULL;
+}
+
+/* Widens the window between a writer counting itself asleep and its last look. */
+static void pause_after_counting(const char *point)
+{
+	if (strcmp(point, "rwlock.write_sleep.counted") == 0)
+		klt_sleep_ms(1);
+}
+
+static void test_rwlock_sleeping_writer_never_misses_its_wakeup(void **state)
+{
+	long n = klt_scaled(300) + 1;
+	long ns[2] = { n, n + 1 };
+	pthread_t w[2];
+
+	atomic_store(&kli_test_hook, pause_after_counting);
+	kl_rwlock_init(&rw);
+	atomic_store(&wake_lost, 0);
+	atomic_store(&wake_stop, 0);
+	klt_barrier_init(&wake_start, 2);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&w[i], NULL, wake_writer, &ns[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(w[i], NULL);
+	atomic_store(&kli_test_hook, NULL);
+	assert_int_equal(atomic_load(&wake_lost), 0);
+	assert_int_equal(atomic_load(&rw.wwait), 0); /* no sleeper, no wake-up left counted */
+	assert_int_equal(kl_rwlock_destroy(&rw), 0);
+}
+
 static void test_rwlock_static_initializer_works(void **state)
 {
 	static struct kl_rwlock s = KL_RWLOCK_INITIALIZER;
@@ -645,6 +708,7 @@ int main(void)
 		cmocka_unit_test(test_rwlock_outranking_reader_is_handed_the_lock_inside_the_period),
 		cmocka_unit_test(test_rwlock_writer_timeout_lets_deferred_readers_in),
 		cmocka_unit_test(test_rwlock_sleeping_reader_never_misses_its_grant),
+		cmocka_unit_test(test_rwlock_sleeping_writer_never_misses_its_wakeup),
 		cmocka_unit_test(test_rwlock_static_initializer_works),
 		cmocka_unit_test(test_rwlock_misuse_is_reported),
 		cmocka_unit_test(test_rwlock_write_held_by_an_exited_thread_has_no_owner),

@@ -51,18 +51,18 @@ KL_BEGIN_DECLS
 /* Fields are private to the library (layout in locks/rwlock.c's theory block). */
 struct kl_rwlock {
 	KL_ATOMIC(uintptr_t) word;   /* readers << 7, or writer owner id | WRLOCK; + flags */
-	KL_ATOMIC(uint32_t) wwait;   /* writers asleep (or about to be) */
-	KL_ATOMIC(uint32_t) wseq;    /* futex word writers sleep on */
+	KL_ATOMIC(uint32_t) wwait;   /* writers asleep or about to be (low half) | wake-ups
+				      * on their way to them (high half); their futex word */
+	KL_ATOMIC(uint32_t) rseq;    /* futex word readers sleep on */
 	KL_ATOMIC(uint64_t) rwait;   /* readers asleep (low half) | read locks granted to
 				      * them and not yet claimed (high half) */
-	KL_ATOMIC(uint32_t) rseq;    /* futex word readers sleep on */
 	KL_ATOMIC(uint32_t) spin_ns; /* average time recent successful spins took */
 	KL_ATOMIC(uint32_t) wspin;   /* writers spinning for it */
 	KL_ATOMIC(uint32_t) granted_at; /* coarse clock of the last hand-off to readers */
 };
 
 /* A statically initialised rwlock needs no kl_rwlock_init() and no kl_rwlock_destroy(). */
-#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0, 0 }
+#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0 }
 
 /** kl_rwlock_init - make @rw an unlocked rwlock. Never blocks. */
 KL_API void kl_rwlock_init(struct kl_rwlock *rw) KL_NONNULL(1);
