@@ -577,7 +577,7 @@ static KL_ALWAYS_INLINE bool mtx_barge(struct kl_mutex *m, kli_owner_t me, uintp
 }
 
 /* The hottest path in the library: a leaf with one CAS (M1); the rest tail-calls. */
-void kl_mutex_lock(struct kl_mutex *m)
+void (kl_mutex_lock)(struct kl_mutex *m)
 {
 	kli_owner_t me = kli_tls_owner;
 	uintptr_t v = 0;
@@ -655,7 +655,7 @@ int kl_mutex_timedlock(struct kl_mutex *m, const struct timespec *abstime)
 	return mtx_timedlock_contended(m, abstime, KLI_SITE());
 }
 
-void kl_mutex_unlock(struct kl_mutex *m)
+void (kl_mutex_unlock)(struct kl_mutex *m)
 {
 	kli_owner_t me = kli_tls_owner;
 

@@ -77,6 +77,8 @@
 
 __thread struct kli_thread *kli_tls_self __attribute__((tls_model("initial-exec")));
 __thread kli_owner_t kli_tls_owner __attribute__((tls_model("initial-exec")));
+/* The same variable under its public name, for klock/mutex.h's inline fast paths. */
+KL_API extern __thread uintptr_t kl_mutex_self_ __attribute__((alias("kli_tls_owner")));
 
 static _Atomic uintptr_t next_owner;
 static struct kli_thread reserve[RESERVE_RECORDS];

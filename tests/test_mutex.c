@@ -397,6 +397,52 @@ static void test_mutex_destroy_refuses_a_held_mutex_then_poisons(void **state)
 	kl_mutex_unlock(&m);
 }
 
+/* ---- the header-inline paths (klock/mutex.h) ---------------------------------------- */
+/* A thread's first lock goes to the library, which registers its owner id; from then on
+ * the CAS is inline. Either way a held lock sends the locker to the library to wait, and
+ * an unlock that finds a sleeper wakes it. */
+struct inline_probe {
+	struct kl_mutex *m;
+	uintptr_t id_before, id_after;
+	_Atomic int entered;
+};
+
+static void *inline_first_use(void *arg)
+{
+	struct inline_probe *p = arg;
+
+	p->id_before = kl_mutex_self_;
+	kl_mutex_lock(p->m); /* blocks: the main thread holds it */
+	atomic_store(&p->entered, 1);
+	p->id_after = kl_mutex_self_;
+	kl_mutex_unlock(p->m);
+	return NULL;
+}
+
+static void test_mutex_inline_paths_register_then_wait_and_wake(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	struct inline_probe p = { .m = &m };
+	pthread_t t;
+
+#if !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && \
+	!KLOCK_LOCKSTAT_HOLD
+	assert_int_equal(KL_MUTEX_INLINE, 1); /* the fast paths under test are compiled */
+#endif
+	kl_mutex_lock(&m);
+	assert_true(kl_mutex_self_ != 0); /* registered by now (this or an earlier test) */
+	assert_int_equal(pthread_create(&t, NULL, inline_first_use, &p), 0);
+	klt_sleep_ms(50); /* long enough to spin out and sleep */
+	assert_int_equal(atomic_load(&p.entered), 0);
+	kl_mutex_unlock(&m); /* finds the sleeper: the library wakes it */
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&p.entered), 1);
+	assert_int_equal(p.id_before, 0); /* a new thread's id is 0 until the library runs */
+	assert_true(p.id_after != 0 && p.id_after != kl_mutex_self_);
+	assert_true(kl_mutex_trylock(&m)); /* left free */
+	kl_mutex_unlock(&m);
+}
+
 static void *unlock_other_thread(void *arg)
 {
 	kl_mutex_unlock(arg);
@@ -510,6 +556,7 @@ int main(void)
 		cmocka_unit_test(test_mutex_unlock_then_free_is_safe),
 		cmocka_unit_test(test_mutex_destroy_refuses_a_held_mutex_then_poisons),
 		cmocka_unit_test(test_mutex_misuse_is_reported),
+		cmocka_unit_test(test_mutex_inline_paths_register_then_wait_and_wake),
 		cmocka_unit_test(test_mutex_left_locked_by_an_exited_thread_has_no_owner),
 	};
 

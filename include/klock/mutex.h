@@ -36,6 +36,10 @@
 #include <stdint.h>
 #include <time.h>
 #include <klock/compiler.h>
+#include <klock/config.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 KL_BEGIN_DECLS
 
@@ -107,6 +111,56 @@ KL_API void kl_mutex_unlock(struct kl_mutex *m) KL_NONNULL(1);
  * kl_mutex_owned - true if the calling thread holds @m (for assertions). Never blocks.
  */
 KL_API bool kl_mutex_owned(const struct kl_mutex *m) KL_NONNULL(1);
+
+/* The calling thread's owner id, 0 until its first contended or misused call has
+ * registered it with the library. Private: for the inline fast paths below
+ * (locks/thread.h: kli_tls_owner, of which it is an alias). */
+__attribute__((tls_model("initial-exec"))) KL_API extern __thread uintptr_t kl_mutex_self_;
+
+/*
+ * ---- inline fast paths ---------------------------------------------------------------
+ * The uncontended lock is one CAS and the unlock another; the two calls into the library
+ * cost about a fifth of the pair (docs/design-adaptive.md, "Inline fast paths"). So in C
+ * builds without instruments (the conditions of klock/rmlock.h's; define KLOCK_NO_INLINE
+ * to force the calls) both are tried here first: the lock CASes the word from 0 (free,
+ * nobody waiting) to the caller's owner id with acquire (M1 of locks/mutex.c, pairing with
+ * M2), the unlock from the owner id back to 0 with release (M2). Anything else - a thread
+ * not yet registered (id 0), a held lock, a flag bit (spinner, sleepers), a destroyed or
+ * foreign lock - goes to the library, which starts afresh: a failed CAS changed nothing.
+ */
+#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
+	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#define KL_MUTEX_INLINE 1
+
+static inline void kl_mutex_lock_inline(struct kl_mutex *m)
+{
+	uintptr_t me = kl_mutex_self_, v = 0;
+
+	if (__builtin_expect(me != 0 && atomic_compare_exchange_strong_explicit(
+						&m->owner, &v, me, memory_order_acquire,
+						memory_order_relaxed),
+			     1))
+		return;
+	(kl_mutex_lock)(m);
+}
+
+static inline void kl_mutex_unlock_inline(struct kl_mutex *m)
+{
+	uintptr_t me = kl_mutex_self_, v = me;
+
+	if (__builtin_expect(me != 0 && atomic_compare_exchange_strong_explicit(
+						&m->owner, &v, 0, memory_order_release,
+						memory_order_relaxed),
+			     1))
+		return;
+	(kl_mutex_unlock)(m);
+}
+
+#define kl_mutex_lock(m) kl_mutex_lock_inline(m)
+#define kl_mutex_unlock(m) kl_mutex_unlock_inline(m)
+#else
+#define KL_MUTEX_INLINE 0
+#endif
 
 KL_END_DECLS
 
