@@ -5,6 +5,7 @@
 # sysbench mutex and threads, pbzip2 -p2, pigz, zstd -T2 and memcached -t 4 driven by
 # memaslap. Prints each program's A/B block and a summary table last.
 #   bench/preload-programs.sh [-n RUNS] [--env VAR=VALUE] [PRELOAD]
+# KLOCK_AB_LINES sets the compressors' input (lines of `seq`, default 14000000: 108 MB).
 # PRELOAD defaults to build-release/preload/libklock-preload.so (then build/). Needs
 # sysbench pbzip2 pigz zstd memcached libmemcached-tools (apt-get). Run it on an idle
 # machine: single runs on a shared 2-vCPU VM move 2x.
@@ -30,7 +31,9 @@ done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-seq 1 3500000 > "$work/mid.txt" # 27 MB of text: seconds of compression on 2 CPUs
+# 108 MB of text: on an idle 2-vCPU VM, zstd -T2 about 0.4 s, pigz 1.6 s, pbzip2 2.5 s
+# (with 27 MB, zstd ran 0.1 s and 5 runs could not tell 15% from noise)
+seq 1 "${KLOCK_AB_LINES:-14000000}" > "$work/mid.txt"
 AB=(python3 bench/preload_ab.py -n "$runs" "${envs[@]}")
 summary=()
 ab() { # NAME, then preload_ab arguments up to the command
@@ -44,7 +47,7 @@ ab() { # NAME, then preload_ab arguments up to the command
 
 ab "sysbench mutex, 2 threads (total time)" --metric rate --lower \
 	--pattern 'total time:\s+([0-9.]+)s' "$pre" -- sysbench mutex --threads=2 \
-	--mutex-num=1 --mutex-loops=10000 --mutex-locks=20000 run
+	--mutex-num=1 --mutex-loops=10000 --mutex-locks=200000 run
 ab "sysbench threads, 4 thr, 4 locks (events)" --metric rate \
 	--pattern 'total number of events:\s+([0-9]+)' "$pre" -- sysbench threads \
 	--threads=4 --thread-locks=4 --time=3 run
