@@ -68,6 +68,12 @@ static inline void klt_sleep_ms(int64_t ms)
 		;
 }
 
+/* A header's inline-fast-path flag (KL_MUTEX_INLINE, ...) is 1 exactly in the builds that
+ * compile those paths: C without instruments (klock/rmlock.h's conditions). */
+#define KLT_ASSERT_INLINE_WHERE_EXPECTED(flag)                                          \
+	assert_int_equal((flag), !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN &&      \
+					 !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD)
+
 /* For tests that plant misuse every build detects (unlock by a non-owner, relock of a held
  * lock): ThreadSanitizer and witness report that misuse themselves - and abort in CI - so
  * those tests skip in such builds; tests/sanitizer_plant.c and tests/test_witness.c plant

@@ -259,10 +259,7 @@ static void test_mcs_inline_lock_with_a_dirty_node_waits_for_the_holder(void **s
 	struct kl_mcs_node mine, again;
 	pthread_t th;
 
-#if !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && \
-	!KLOCK_LOCKSTAT_HOLD
-	assert_int_equal(KL_MCS_INLINE, 1); /* the fast path under test is compiled */
-#endif
+	KLT_ASSERT_INLINE_WHERE_EXPECTED(KL_MCS_INLINE);
 	atomic_store(&inline_entered, 0);
 	(kl_mcs_lock)(&l, &mine); /* the library's entry point takes it as well */
 	assert_int_equal(pthread_create(&th, NULL, inline_locker, &l), 0);

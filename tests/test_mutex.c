@@ -425,10 +425,7 @@ static void test_mutex_inline_paths_register_then_wait_and_wake(void **state)
 	struct inline_probe p = { .m = &m };
 	pthread_t t;
 
-#if !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && \
-	!KLOCK_LOCKSTAT_HOLD
-	assert_int_equal(KL_MUTEX_INLINE, 1); /* the fast paths under test are compiled */
-#endif
+	KLT_ASSERT_INLINE_WHERE_EXPECTED(KL_MUTEX_INLINE);
 	kl_mutex_lock(&m);
 	assert_true(kl_mutex_self_ != 0); /* registered by now (this or an earlier test) */
 	assert_int_equal(pthread_create(&t, NULL, inline_first_use, &p), 0);

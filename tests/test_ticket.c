@@ -202,10 +202,7 @@ static void test_ticket_inline_lock_waits_for_the_holder(void **state)
 	struct kl_ticket t = KL_TICKET_INITIALIZER;
 	pthread_t th;
 
-#if !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && \
-	!KLOCK_LOCKSTAT_HOLD
-	assert_int_equal(KL_TICKET_INLINE, 1); /* the fast path under test is compiled */
-#endif
+	KLT_ASSERT_INLINE_WHERE_EXPECTED(KL_TICKET_INLINE);
 	atomic_store(&inline_entered, 0);
 	(kl_ticket_lock)(&t); /* the library's entry point takes it as well */
 	assert_int_equal(pthread_create(&th, NULL, inline_locker, &t), 0);
