@@ -68,6 +68,13 @@
  * uncontended lock and unlock and must be kept exact on hand-off, kl_cond's requeue and
  * the interposer's recursive paths (thread.h has the full argument).
  *
+ * Inline fast paths. klock/mutex.h does the uncontended lock (M1: CAS 0 -> owner id) and
+ * unlock (M2: CAS owner id -> 0) inline in C builds without instruments, reading the owner
+ * id through kl_mutex_self_ (an alias of kli_tls_owner); any other case calls
+ * kl_mutex_lock() / kl_mutex_unlock() here, which start afresh (a failed CAS changed
+ * nothing). The call was a third of the uncontended pair (klbench latency: 7.5 ns through
+ * the library, 5.0 inline).
+ *
  * Pros: one word of state; uncontended cost of a plain spinlock; no system call unless
  * someone really sleeps; herd-free (one wake per unlock); bounded unfairness both ways.
  * Cons / limits: no priority inheritance (use a PI futex for that); the spin budget is a

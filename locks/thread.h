@@ -111,7 +111,8 @@ extern __thread struct kli_thread *kli_tls_self
 	__attribute__((tls_model("initial-exec")));
 
 /* The calling thread's owner id (see the top), or 0 before its first kli_self()/
- * kli_owner(). Kept (not cleared) when the thread's record is recycled at exit. */
+ * kli_owner(). Kept (not cleared) when the thread's record is recycled at exit. Exported
+ * under the alias kl_mutex_self_ (thread.c) for klock/mutex.h's inline fast paths. */
 typedef uintptr_t kli_owner_t;
 extern __thread kli_owner_t kli_tls_owner __attribute__((tls_model("initial-exec")));
 /* Owner ids are multiples of this: lock words keep bits 0-6 for flags. */
