@@ -71,7 +71,7 @@
  * instruments): T2, then the trylock's CAS of next from owner to owner + 1. It takes the
  * lock only when no ticket is out, where the crowding check below would pass anyway, so it
  * skips that check; anything else calls kl_ticket_lock(), which starts afresh (a failed
- * CAS took no ticket). The call was about a fifth of an uncontended pair (klbench latency:
+ * CAS took no ticket). The call was about a third of an uncontended pair (klbench latency:
  * 7.9 ns a pair through the library, 5.4 ns inline, ck's ticket 7.4-7.9 ns).
  *
  * Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,

@@ -102,6 +102,8 @@ static inline void kl_mcs_lock_inline(struct kl_mcs *l, struct kl_mcs_node *node
 
 	atomic_store_explicit(&node->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&node->locked, KL_MCS_NODE_HOLDER, memory_order_relaxed);
+	/* C1 (as a CAS): acq_rel, pairs with C3 in the last holder's unlock; publishes the
+	 * node's initialisation to a successor. */
 	if (__builtin_expect(atomic_load_explicit(&l->tail, memory_order_relaxed) == 0 &&
 				     atomic_compare_exchange_strong_explicit(
 					     &l->tail, &empty, (uintptr_t)node,

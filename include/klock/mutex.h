@@ -120,7 +120,7 @@ __attribute__((tls_model("initial-exec"))) KL_API extern __thread uintptr_t kl_m
 /*
  * ---- inline fast paths ---------------------------------------------------------------
  * The uncontended lock is one CAS and the unlock another; the two calls into the library
- * cost about a fifth of the pair (docs/design-adaptive.md, "Inline fast paths"). So in C
+ * cost about a third of the pair (docs/design-adaptive.md, "Inline fast paths"). So in C
  * builds without instruments (the conditions of klock/rmlock.h's; define KLOCK_NO_INLINE
  * to force the calls) both are tried here first: the lock CASes the word from 0 (free,
  * nobody waiting) to the caller's owner id with acquire (M1 of locks/mutex.c, pairing with
@@ -136,6 +136,7 @@ static inline void kl_mutex_lock_inline(struct kl_mutex *m)
 {
 	uintptr_t me = kl_mutex_self_, v = 0;
 
+	/* M1: acquire, pairs with M2 in the previous holder's unlock (locks/mutex.c). */
 	if (__builtin_expect(me != 0 && atomic_compare_exchange_strong_explicit(
 						&m->owner, &v, me, memory_order_acquire,
 						memory_order_relaxed),
@@ -148,6 +149,7 @@ static inline void kl_mutex_unlock_inline(struct kl_mutex *m)
 {
 	uintptr_t me = kl_mutex_self_, v = me;
 
+	/* M2: release, pairs with M1 in the next holder's lock. */
 	if (__builtin_expect(me != 0 && atomic_compare_exchange_strong_explicit(
 						&m->owner, &v, 0, memory_order_release,
 						memory_order_relaxed),

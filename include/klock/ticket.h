@@ -77,7 +77,7 @@ KL_API bool kl_ticket_is_locked(const struct kl_ticket *t) KL_NONNULL(1);
 
 /*
  * ---- inline lock fast path -----------------------------------------------------------
- * An uncontended pair costs a few ns, and the call into the library was a fifth of it
+ * An uncontended pair costs a few ns, and the call into the library was a third of it
  * (docs/design-adaptive.md). So in C builds without instruments (the conditions of
  * klock/rmlock.h's inline path; define KLOCK_NO_INLINE to force the calls) the lock is
  * first tried here, as kl_ticket_trylock() does it: if nobody holds or waits for @t, one
@@ -94,7 +94,8 @@ KL_API bool kl_ticket_is_locked(const struct kl_ticket *t) KL_NONNULL(1);
 
 static inline void kl_ticket_lock_inline(struct kl_ticket *t)
 {
-	uint32_t owner = atomic_load_explicit(&t->owner, memory_order_acquire); /* T2 */
+	/* T2: acquire, pairs with T3 in the previous holder's kl_ticket_unlock(). */
+	uint32_t owner = atomic_load_explicit(&t->owner, memory_order_acquire);
 
 	if (__builtin_expect(atomic_compare_exchange_strong_explicit(
 				     &t->next, &owner, owner + 1, memory_order_relaxed,
