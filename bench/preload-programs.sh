@@ -2,13 +2,13 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # Issue 16's real programs, each A/B'd by bench/preload_ab.py (A = glibc's locks, B =
 # LD_PRELOAD=libklock-preload.so, interleaved, the order swapped every round, medians):
-# sysbench mutex and threads, pbzip2 -p2, pigz, zstd -T2 and memcached -t 4 driven by
-# memaslap. Prints each program's A/B block and a summary table last.
+# sysbench mutex and threads, pbzip2 -p2, pigz, zstd -T2, memcached -t 4 driven by
+# memaslap, redis-server driven by redis-benchmark, and a GIL-bound threaded python3. Prints each program's A/B block and a summary table last.
 #   bench/preload-programs.sh [-n RUNS] [--env VAR=VALUE] [PRELOAD]
 # KLOCK_AB_LINES sets the compressors' input (lines of `seq`, default 14000000: 108 MB).
 # PRELOAD defaults to build-release/preload/libklock-preload.so (then build/). Needs
-# sysbench pbzip2 pigz zstd memcached libmemcached-tools (apt-get). Run it on an idle
-# machine: single runs on a shared 2-vCPU VM move 2x.
+# sysbench pbzip2 pigz zstd memcached libmemcached-tools redis-server redis-tools
+# (apt-get). Run it on an idle machine: single runs on a shared 2-vCPU VM move 2x.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,8 +25,8 @@ for p in "$pre" build-release/preload/libklock-preload.so build/preload/libklock
 	[ -n "$p" ] && [ -f "$p" ] && { pre=$p; break; }
 done
 [ -f "$pre" ] || { echo "preload-programs: no libklock-preload.so (build klock first)" >&2; exit 2; }
-for t in sysbench pbzip2 pigz zstd memcached; do
-	command -v $t >/dev/null || { echo "preload-programs: $t missing (apt-get install sysbench pbzip2 pigz zstd memcached libmemcached-tools)" >&2; exit 2; }
+for t in sysbench pbzip2 pigz zstd memcached redis-server redis-benchmark python3; do
+	command -v $t >/dev/null || { echo "preload-programs: $t missing (apt-get install sysbench pbzip2 pigz zstd memcached libmemcached-tools redis-server redis-tools python3)" >&2; exit 2; }
 done
 
 work=$(mktemp -d)
@@ -56,6 +56,9 @@ ab "pigz -p 2 (wall)" --metric wall "$pre" -- pigz -p 2 -c "$work/mid.txt"
 ab "zstd -T2 -3 (wall)" --metric wall "$pre" -- zstd -T2 -3 -c "$work/mid.txt"
 ab "memcached -t 4 + memaslap (TPS)" --metric rate --pattern 'TPS: ([0-9]+)' "$pre" -- \
 	bench/ab-memcached.sh 4 3
+ab "redis --io-threads 2, SET+GET (req/s)" --metric rate --pattern 'OPS: ([0-9]+)' "$pre" -- \
+	bench/ab-redis.sh 2 100000
+ab "python3, 4 GIL-bound threads (wall)" --metric wall "$pre" -- python3 bench/gil.py
 
 echo "== summary: klock/glibc, medians of $runs interleaved runs (wall/time: < 1 klock better; events/TPS: > 1 klock better)"
 printf '%s\n' "${summary[@]}"

@@ -97,11 +97,16 @@ static bool membarrier_rseq_run(void)
 
 bool kli_fence_asym;
 bool kli_fence_rseq;
+/* The mode again under its public name, for the headers' inline unlocks (klock/fence.h).
+ * Not an alias of kli_fence_asym: a program that reads it gets its own copy (a copy
+ * relocation), which only a store through this exported name reaches. */
+bool kl_fence_asym_;
 
 void kli_fence_init(void)
 {
 	kli_fence_asym = membarrier_register();
 	kli_fence_rseq = kli_fence_asym && membarrier_rseq_register();
+	kl_fence_asym_ = kli_fence_asym;
 }
 
 static KL_NOINLINE KL_COLD void membarrier_lost(void)

@@ -36,6 +36,16 @@ static void test_fence_mode_follows_kernel_and_environment(void **state)
 	printf("fence mode: %s\n", kl_fence_asymmetric() ? "membarrier" : "fallback");
 }
 
+/* The headers' inline unlocks read the mode from kl_fence_asym_: it must be the library's
+ * mode, or their light half would not match the sleepers' heavy half. (This test links
+ * the static library; abi.fence_copy_reloc checks the same in a non-PIE program, which
+ * reads its own copy of the variable.) */
+static void test_fence_inline_mode_is_the_library_mode(void **state)
+{
+	(void)state;
+	assert_int_equal(kl_fence_asym_, kl_fence_asymmetric());
+}
+
 /* The rseq flavour (membarrier PRIVATE_EXPEDITED_RSEQ, the percpu-rwsem grace period) is
  * registered exactly when the kernel offers it and the fence pair is asymmetric; and the
  * heavy rseq fence then runs (it aborts the process if the syscall fails). */
@@ -140,7 +150,7 @@ static int seccomp_child(void)
 {
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) != -1 || errno != EPERM)
 		return 77; /* the filter did not take (emulator): nothing to check */
-	if (kl_fence_asymmetric())
+	if (kl_fence_asymmetric() || kl_fence_asym_)
 		return 1;
 	kl_fence_heavy(); /* must not abort: it is a plain fence now */
 	return run_litmus() == 0 ? 0 : 2;
@@ -175,6 +185,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fence_mode_follows_kernel_and_environment),
+		cmocka_unit_test(test_fence_inline_mode_is_the_library_mode),
 		cmocka_unit_test(test_fence_rseq_flavour_follows_kernel_and_environment),
 		cmocka_unit_test(test_fence_pair_forbids_store_buffering),
 		cmocka_unit_test(test_fence_falls_back_under_seccomp),

@@ -36,6 +36,23 @@ KL_API void kl_fence_heavy(void);
 /* True when the pair is asymmetric (membarrier registered); false in fallback mode. */
 KL_API bool kl_fence_asymmetric(void);
 
+/* kl_fence_asymmetric()'s answer as a variable, set at library load (false until then,
+ * which only makes the light half a full fence). Private: for the light half the headers'
+ * inline unlocks take (klock/ticket.h, klock/mcs.h). Written through its exported name,
+ * so a program's copy of it (a copy relocation) is the one the library sets. */
+KL_API extern bool kl_fence_asym_;
+
+#ifndef __cplusplus
+/* kl_fence_light() without the call. Private to the headers' inline paths. */
+static inline void kl_fence_light_inline_(void)
+{
+	if (__builtin_expect(kl_fence_asym_, 1))
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+#endif
+
 KL_END_DECLS
 
 #endif /* KLOCK_FENCE_H */

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <klock/compiler.h>
 #include <klock/config.h>
+#include <klock/fence.h>
 #ifndef __cplusplus
 #include <stdatomic.h>
 #endif
@@ -81,16 +82,26 @@ KL_API bool kl_mcs_is_locked(const struct kl_mcs *l) KL_NONNULL(1);
 
 /* node.locked of a holder that found the lock free (private; locks/mcs.c's MCS_HOLDER). */
 #define KL_MCS_NODE_HOLDER 3u
+/* One passive waiter in crowd (private; locks/mcs.c's MCS_PASSIVE_ONE): the high half. */
+#define KL_MCS_CROWD_PASSIVE_ONE (1u << 16)
+
+/* The wake-up half of kl_mcs_unlock(), for the inline unlock below: the unlock has freed
+ * @l and seen passive waiters; let one in. Private; changes no lock state. */
+KL_API void kl_mcs_wake_passive_(struct kl_mcs *l) KL_NONNULL(1);
 
 /*
- * ---- inline lock fast path -----------------------------------------------------------
+ * ---- inline fast paths ---------------------------------------------------------------
  * As klock/ticket.h's (same build conditions, KLOCK_NO_INLINE to force the call): if the
  * lock is free, one CAS of tail from empty to @node takes it (C1 of locks/mcs.c with a
  * CAS for the exchange: acq_rel, pairing with C3, the last holder's release, and
  * publishing the node's initialisation to a successor). The node is then marked as the
  * uncontended holder's (the hint a successor reads). A held lock, or a lost race, goes to
- * the library, which initialises the node again: a failed CAS queued nothing. The unlock
- * stays a call.
+ * the library, which initialises the node again: a failed CAS queued nothing.
+ * The unlock without a successor is the library's, step for step: no link in @node, the
+ * CAS of tail from @node to empty (C3), the light fence (S2) and one load of crowd, which
+ * calls kl_mcs_wake_passive_() only if passive waiters sleep. A successor - linked in, or
+ * one that swapped tail and is still linking in (the CAS fails) - is the library's call,
+ * which reads @node's link again: the inline part changed nothing.
  */
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
@@ -113,7 +124,29 @@ static inline void kl_mcs_lock_inline(struct kl_mcs *l, struct kl_mcs_node *node
 	(kl_mcs_lock)(l, node);
 }
 
+static inline void kl_mcs_unlock_inline(struct kl_mcs *l, struct kl_mcs_node *node)
+{
+	uintptr_t mine = (uintptr_t)node;
+
+	/* A zero link is only tested, never followed: relaxed (the call's C6 is acquire).
+	 * C3: release, pairs with C1 of the next locker. */
+	if (__builtin_expect(atomic_load_explicit(&node->next, memory_order_relaxed) == 0 &&
+				     atomic_compare_exchange_strong_explicit(
+					     &l->tail, &mine, 0, memory_order_release,
+					     memory_order_relaxed),
+			     1)) {
+		kl_fence_light_inline_(); /* S2: light half, pairs with S1 in mcs_wait_passive() */
+		if (__builtin_expect(atomic_load_explicit(&l->crowd, memory_order_relaxed) >=
+					     KL_MCS_CROWD_PASSIVE_ONE,
+				     0))
+			kl_mcs_wake_passive_(l);
+		return;
+	}
+	(kl_mcs_unlock)(l, node);
+}
+
 #define kl_mcs_lock(l, node) kl_mcs_lock_inline(l, node)
+#define kl_mcs_unlock(l, node) kl_mcs_unlock_inline(l, node)
 #else
 #define KL_MCS_INLINE 0
 #endif

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <klock/compiler.h>
 #include <klock/config.h>
+#include <klock/fence.h>
 #ifndef __cplusplus
 #include <stdatomic.h>
 #endif
@@ -75,8 +76,14 @@ KL_API void kl_ticket_unlock(struct kl_ticket *t) KL_NONNULL(1);
 /** kl_ticket_is_locked - true if someone holds @t (a racy snapshot, for assertions). */
 KL_API bool kl_ticket_is_locked(const struct kl_ticket *t) KL_NONNULL(1);
 
+/* The wake-up half of kl_ticket_unlock(), for the inline unlock below: @owner is the
+ * ticket the unlock has just served and @sleepers the sleepers word it loaded after that
+ * (non-zero). Private; wakes only, changes no lock state. */
+KL_API void kl_ticket_wake_(struct kl_ticket *t, uint32_t owner, uint32_t sleepers)
+	KL_NONNULL(1);
+
 /*
- * ---- inline lock fast path -----------------------------------------------------------
+ * ---- inline fast paths ---------------------------------------------------------------
  * An uncontended pair costs a few ns, and the call into the library was a third of it
  * (docs/design-adaptive.md). So in C builds without instruments (the conditions of
  * klock/rmlock.h's inline path; define KLOCK_NO_INLINE to force the calls) the lock is
@@ -85,8 +92,10 @@ KL_API bool kl_ticket_is_locked(const struct kl_ticket *t) KL_NONNULL(1);
  * holder's release store in kl_ticket_unlock(); the CAS can only succeed while owner
  * still has the value read (owner only moves while a ticket is out, and then next !=
  * owner). Anything else - a holder, waiters, a lost race - is the library's call, which
- * starts from scratch: a failed CAS took nothing. The unlock stays a call (its wake-up
- * half is the library's).
+ * starts from scratch: a failed CAS took nothing.
+ * The unlock is the library's, step for step: serve the next ticket (T3), the light
+ * fence (S2, whose partner S1 is each sleeper's heavy fence), one load of sleepers; only
+ * when someone sleeps does it call the library's wake-up half, kl_ticket_wake_().
  */
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
@@ -104,7 +113,21 @@ static inline void kl_ticket_lock_inline(struct kl_ticket *t)
 	(kl_ticket_lock)(t);
 }
 
+static inline void kl_ticket_unlock_inline(struct kl_ticket *t)
+{
+	/* Only the holder moves owner: a relaxed load reads our own ticket. */
+	uint32_t owner = atomic_load_explicit(&t->owner, memory_order_relaxed) + 1, sleepers;
+
+	/* T3: release, pairs with T2 in the next holder's lock. */
+	atomic_store_explicit(&t->owner, owner, memory_order_release);
+	kl_fence_light_inline_(); /* S2: light half, pairs with S1 (membarrier) in ticket_sleep() */
+	sleepers = atomic_load_explicit(&t->sleepers, memory_order_relaxed);
+	if (__builtin_expect(sleepers != 0, 0))
+		kl_ticket_wake_(t, owner, sleepers);
+}
+
 #define kl_ticket_lock(t) kl_ticket_lock_inline(t)
+#define kl_ticket_unlock(t) kl_ticket_unlock_inline(t)
 #else
 #define KL_TICKET_INLINE 0
 #endif
