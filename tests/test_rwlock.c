@@ -573,6 +573,75 @@ static void test_rwlock_sleeping_writer_never_misses_its_wakeup(void **state)
 	assert_int_equal(kl_rwlock_destroy(&rw), 0);
 }
 
+/* ---- the header's inline write paths ----------------------------------------------------- */
+#define WWAIT_ASLEEP(w) ((w) & 0xffffu) /* wwait's low half: writers asleep (rwlock.c) */
+#define WORD_WRWANT 0x2u                /* the word's WRWANT bit (rwlock.c) */
+#define INLINE_JOIN_S 10                /* a woken writer is done well before this */
+
+struct inline_writer {
+	struct kl_rwlock *rw;
+	uintptr_t id_before, id_after; /* kl_mutex_self_ before and after the first lock */
+	_Atomic int entered;
+};
+
+static void *inline_first_writer(void *arg)
+{
+	struct inline_writer *p = arg;
+
+	p->id_before = kl_mutex_self_;
+	kl_rwlock_write_lock(p->rw); /* id 0: the library registers us, then we sleep */
+	atomic_store(&p->entered, 1);
+	p->id_after = kl_mutex_self_;
+	kl_rwlock_write_unlock(p->rw);
+	return NULL;
+}
+
+/*
+ * A new thread's write lock goes to the library (no owner id yet) and sleeps behind our
+ * inline hold, with WRWANT set in the word. With @drop_wrwant, the bit is dropped first,
+ * as a stale drop may (I1 in locks/rwlock.c: wake-ups never depend on WRWANT): then our
+ * inline unlock's CAS succeeds and only its look at the sleeper counts (S2) and a call of
+ * the wake half stand between the sleeper and sleeping for ever. Without the drop, the
+ * CAS fails on the flag and the library's unlock wakes it.
+ */
+static void inline_unlock_wakes_a_sleeping_writer(bool drop_wrwant)
+{
+	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
+	struct inline_writer p = { .rw = &l };
+	struct timespec dl;
+	pthread_t t;
+
+	kl_rwlock_write_lock(&l);
+	assert_true(kl_mutex_self_ != 0); /* registered by now (this or an earlier test) */
+	assert_int_equal(pthread_create(&t, NULL, inline_first_writer, &p), 0);
+	while (WWAIT_ASLEEP(atomic_load(&l.wwait)) == 0 ||
+	       !(atomic_load(&l.word) & WORD_WRWANT))
+		klt_sleep_ms(1);
+	klt_sleep_ms(20); /* let it reach the futex */
+	assert_int_equal(atomic_load(&p.entered), 0);
+	if (drop_wrwant)
+		atomic_fetch_and(&l.word, ~(uintptr_t)WORD_WRWANT);
+	kl_rwlock_write_unlock(&l);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += INLINE_JOIN_S;
+	assert_int_equal(pthread_timedjoin_np(t, NULL, &dl), 0);
+	assert_int_equal(atomic_load(&p.entered), 1);
+	assert_int_equal(p.id_before, 0);
+	assert_true(p.id_after != 0 && p.id_after != kl_mutex_self_);
+	assert_int_equal(atomic_load(&l.wwait), 0);
+	assert_true(kl_rwlock_write_trylock(&l)); /* left free */
+	kl_rwlock_write_unlock(&l);
+	assert_int_equal(kl_rwlock_destroy(&l), 0);
+}
+
+static void test_rwlock_inline_write_unlock_wakes_a_sleeping_writer(void **state)
+{
+	(void)state;
+	KLT_ASSERT_INLINE_WHERE_EXPECTED(KL_RWLOCK_INLINE);
+	inline_unlock_wakes_a_sleeping_writer(false);
+	inline_unlock_wakes_a_sleeping_writer(true);
+}
+
 static void test_rwlock_static_initializer_works(void **state)
 {
 	static struct kl_rwlock s = KL_RWLOCK_INITIALIZER;
@@ -709,6 +778,7 @@ int main(void)
 		cmocka_unit_test(test_rwlock_writer_timeout_lets_deferred_readers_in),
 		cmocka_unit_test(test_rwlock_sleeping_reader_never_misses_its_grant),
 		cmocka_unit_test(test_rwlock_sleeping_writer_never_misses_its_wakeup),
+		cmocka_unit_test(test_rwlock_inline_write_unlock_wakes_a_sleeping_writer),
 		cmocka_unit_test(test_rwlock_static_initializer_works),
 		cmocka_unit_test(test_rwlock_misuse_is_reported),
 		cmocka_unit_test(test_rwlock_write_held_by_an_exited_thread_has_no_owner),

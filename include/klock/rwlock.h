@@ -45,6 +45,11 @@
 #include <stdint.h>
 #include <time.h>
 #include <klock/compiler.h>
+#include <klock/config.h>
+#include <klock/mutex.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 KL_BEGIN_DECLS
 
@@ -133,6 +138,71 @@ KL_API void kl_rwlock_write_downgrade(struct kl_rwlock *rw) KL_NONNULL(1);
 
 /** kl_rwlock_wowned - true if the calling thread holds @rw exclusively. Never blocks. */
 KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
+
+/* The word's write-held bit (private; locks/rwlock.c's RW_WRLOCK): a writer's word is its
+ * owner id (kl_mutex_self_, whose low bits are 0) with this bit set. */
+#define KL_RWLOCK_WRLOCK_ 0x1u
+
+/* The wake-up half of kl_rwlock_write_unlock(), for the inline unlock below: the unlock
+ * has released @rw and then seen a sleeper counted in rwait or wwait; wake whoever that
+ * concerns. Private; changes no lock state. */
+KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/*
+ * ---- inline write fast paths ----------------------------------------------------------
+ * As klock/mutex.h's (the same build conditions; KLOCK_NO_INLINE forces the calls): the
+ * uncontended write lock CASes the word from 0 to the caller's owner id | WRLOCK (W1 of
+ * locks/rwlock.c, acquire), and the unlock, while no reader sleeps, CASes it back to 0
+ * (W2, seq_cst) and then loads the two sleeper counts (seq_cst: the store-buffering pair
+ * with each sleeper's S1/S2 count-then-look). A sleeper counted calls the library's wake
+ * half, kl_rwlock_write_unlocked_(). Anything else - an unregistered thread (id 0),
+ * readers or a writer in the word, a flag, sleeping readers to hand the lock to, misuse -
+ * calls the library, which starts afresh: a failed CAS changed nothing.
+ */
+#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
+	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#define KL_RWLOCK_INLINE 1
+
+static inline void kl_rwlock_write_lock_inline(struct kl_rwlock *rw)
+{
+	uintptr_t me = kl_mutex_self_, v = 0;
+
+	/* W1: acquire, pairs with W2 and R2 (locks/rwlock.c). */
+	if (__builtin_expect(me != 0 && atomic_compare_exchange_strong_explicit(
+						&rw->word, &v, me | KL_RWLOCK_WRLOCK_,
+						memory_order_acquire, memory_order_relaxed),
+			     1))
+		return;
+	(kl_rwlock_write_lock)(rw);
+}
+
+static inline void kl_rwlock_write_unlock_inline(struct kl_rwlock *rw)
+{
+	uintptr_t me = kl_mutex_self_, v = me | KL_RWLOCK_WRLOCK_;
+
+	/* W2: release (seq_cst: store-buffering with S1/S2, then we read the counts). */
+	if (__builtin_expect(me != 0 &&
+				     atomic_load_explicit(&rw->rwait, memory_order_relaxed) == 0 &&
+				     atomic_compare_exchange_strong_explicit(
+					     &rw->word, &v, 0, memory_order_seq_cst,
+					     memory_order_relaxed),
+			     1)) {
+		/* S1/S2 pair: a sleeper that counted itself before our W2 is seen here. */
+		if (__builtin_expect(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
+					     atomic_load_explicit(&rw->wwait,
+								  memory_order_seq_cst) != 0,
+				     0))
+			kl_rwlock_write_unlocked_(rw);
+		return;
+	}
+	(kl_rwlock_write_unlock)(rw);
+}
+
+#define kl_rwlock_write_lock(rw) kl_rwlock_write_lock_inline(rw)
+#define kl_rwlock_write_unlock(rw) kl_rwlock_write_unlock_inline(rw)
+#else
+#define KL_RWLOCK_INLINE 0
+#endif
 
 KL_END_DECLS
 
