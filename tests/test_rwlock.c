@@ -598,20 +598,24 @@ static void *inline_first_writer(void *arg)
 
 /*
  * A new thread's write lock goes to the library (no owner id yet) and sleeps behind our
- * inline hold, with WRWANT set in the word. With @drop_wrwant, the bit is dropped first,
- * as a stale drop may (I1 in locks/rwlock.c: wake-ups never depend on WRWANT): then our
- * inline unlock's CAS succeeds and only its look at the sleeper counts (S2) and a call of
- * the wake half stand between the sleeper and sleeping for ever. Without the drop, the
- * CAS fails on the flag and the library's unlock wakes it.
+ * inline hold (a write hold, or a read hold if @reading), with WRWANT set in the word.
+ * With @drop_wrwant, the bit is dropped first, as a stale drop may (I1 in locks/rwlock.c:
+ * wake-ups never depend on WRWANT): then the inline write unlock's CAS succeeds and only
+ * its look at the sleeper counts (S2) and a call of the wake half stand between the
+ * sleeper and sleeping for ever; without the drop, that CAS fails on the flag and the
+ * library's unlock wakes it. The inline read unlock always relies on its own look.
  */
-static void inline_unlock_wakes_a_sleeping_writer(bool drop_wrwant)
+static void inline_unlock_wakes_a_sleeping_writer(bool drop_wrwant, bool reading)
 {
 	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
 	struct inline_writer p = { .rw = &l };
 	struct timespec dl;
 	pthread_t t;
 
-	kl_rwlock_write_lock(&l);
+	if (reading)
+		kl_rwlock_read_lock(&l);
+	else
+		kl_rwlock_write_lock(&l);
 	assert_true(kl_mutex_self_ != 0); /* registered by now (this or an earlier test) */
 	assert_int_equal(pthread_create(&t, NULL, inline_first_writer, &p), 0);
 	while (WWAIT_ASLEEP(atomic_load(&l.wwait)) == 0 ||
@@ -621,7 +625,10 @@ static void inline_unlock_wakes_a_sleeping_writer(bool drop_wrwant)
 	assert_int_equal(atomic_load(&p.entered), 0);
 	if (drop_wrwant)
 		atomic_fetch_and(&l.word, ~(uintptr_t)WORD_WRWANT);
-	kl_rwlock_write_unlock(&l);
+	if (reading)
+		kl_rwlock_read_unlock(&l); /* the last reader out: must wake the writer */
+	else
+		kl_rwlock_write_unlock(&l);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += INLINE_JOIN_S;
 	assert_int_equal(pthread_timedjoin_np(t, NULL, &dl), 0);
@@ -638,8 +645,17 @@ static void test_rwlock_inline_write_unlock_wakes_a_sleeping_writer(void **state
 {
 	(void)state;
 	KLT_ASSERT_INLINE_WHERE_EXPECTED(KL_RWLOCK_INLINE);
-	inline_unlock_wakes_a_sleeping_writer(false);
-	inline_unlock_wakes_a_sleeping_writer(true);
+	inline_unlock_wakes_a_sleeping_writer(false, false);
+	inline_unlock_wakes_a_sleeping_writer(true, false);
+}
+
+/* The same behind an inline read hold: the inline read unlock, the last one out, must see
+ * the writer counted asleep (S2 against R2) and call the library's rest. */
+static void test_rwlock_inline_read_unlock_wakes_a_sleeping_writer(void **state)
+{
+	(void)state;
+	inline_unlock_wakes_a_sleeping_writer(false, true);
+	inline_unlock_wakes_a_sleeping_writer(true, true);
 }
 
 static void test_rwlock_static_initializer_works(void **state)
@@ -779,6 +795,7 @@ int main(void)
 		cmocka_unit_test(test_rwlock_sleeping_reader_never_misses_its_grant),
 		cmocka_unit_test(test_rwlock_sleeping_writer_never_misses_its_wakeup),
 		cmocka_unit_test(test_rwlock_inline_write_unlock_wakes_a_sleeping_writer),
+		cmocka_unit_test(test_rwlock_inline_read_unlock_wakes_a_sleeping_writer),
 		cmocka_unit_test(test_rwlock_static_initializer_works),
 		cmocka_unit_test(test_rwlock_misuse_is_reported),
 		cmocka_unit_test(test_rwlock_write_held_by_an_exited_thread_has_no_owner),

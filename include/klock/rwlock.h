@@ -139,25 +139,41 @@ KL_API void kl_rwlock_write_downgrade(struct kl_rwlock *rw) KL_NONNULL(1);
 /** kl_rwlock_wowned - true if the calling thread holds @rw exclusively. Never blocks. */
 KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
 
-/* The word's write-held bit (private; locks/rwlock.c's RW_WRLOCK): a writer's word is its
- * owner id (kl_mutex_self_, whose low bits are 0) with this bit set. */
+/* The word's encoding (private; locks/rwlock.c's RW_*): the write-held bit (a writer's
+ * word is its owner id, kl_mutex_self_, whose low bits are 0, with this bit set), the
+ * destroyed bit, the bits that keep a new reader out (write-held, a writer waits,
+ * destroyed), all flag bits, and one read hold. */
 #define KL_RWLOCK_WRLOCK_ 0x1u
+#define KL_RWLOCK_DESTROYED_ 0x4u
+#define KL_RWLOCK_RD_BLOCK_ 0x7u
+#define KL_RWLOCK_FLAGS_ 0x7fu
+#define KL_RWLOCK_RD_ONE_ 0x80u
 
 /* The wake-up half of kl_rwlock_write_unlock(), for the inline unlock below: the unlock
  * has released @rw and then seen a sleeper counted in rwait or wwait; wake whoever that
  * concerns. Private; changes no lock state. */
 KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
 
+/* The rest of kl_rwlock_read_unlock(), for the inline unlock below: the unlock dropped a
+ * read hold from a word that was @old and found misuse (reported and undone here) or was
+ * the last reader out with a writer asleep (woken here). Private. */
+KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NONNULL(1);
+
 /*
- * ---- inline write fast paths ----------------------------------------------------------
- * As klock/mutex.h's (the same build conditions; KLOCK_NO_INLINE forces the calls): the
- * uncontended write lock CASes the word from 0 to the caller's owner id | WRLOCK (W1 of
- * locks/rwlock.c, acquire), and the unlock, while no reader sleeps, CASes it back to 0
+ * ---- inline fast paths ---------------------------------------------------------------
+ * As klock/mutex.h's (the same build conditions; KLOCK_NO_INLINE forces the calls).
+ * Write: the uncontended lock CASes the word from 0 to the caller's owner id | WRLOCK (W1
+ * of locks/rwlock.c, acquire), and the unlock, while no reader sleeps, CASes it back to 0
  * (W2, seq_cst) and then loads the two sleeper counts (seq_cst: the store-buffering pair
  * with each sleeper's S1/S2 count-then-look). A sleeper counted calls the library's wake
  * half, kl_rwlock_write_unlocked_(). Anything else - an unregistered thread (id 0),
  * readers or a writer in the word, a flag, sleeping readers to hand the lock to, misuse -
  * calls the library, which starts afresh: a failed CAS changed nothing.
+ * Read: the lock CASes one more read hold into a word with no blocking bit (R1, acquire);
+ * a blocking bit calls the library. The unlock is the library's whole: the seq_cst
+ * fetch-sub (R2), then, only if the word before was the last read hold and a writer
+ * counted itself asleep (the S2 pair), or was no read hold at all (misuse), the library's
+ * rest, kl_rwlock_read_released_().
  */
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
@@ -198,8 +214,39 @@ static inline void kl_rwlock_write_unlock_inline(struct kl_rwlock *rw)
 	(kl_rwlock_write_unlock)(rw);
 }
 
+static inline void kl_rwlock_read_lock_inline(struct kl_rwlock *rw)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	/* R1: acquire, pairs with the last writer's W2/G3 (locks/rwlock.c). One try: a lost
+	 * race goes to the library, which retries. */
+	if (__builtin_expect(!(v & KL_RWLOCK_RD_BLOCK_) &&
+				     atomic_compare_exchange_strong_explicit(
+					     &rw->word, &v, v + KL_RWLOCK_RD_ONE_,
+					     memory_order_acquire, memory_order_relaxed),
+			     1))
+		return;
+	(kl_rwlock_read_lock)(rw);
+}
+
+static inline void kl_rwlock_read_unlock_inline(struct kl_rwlock *rw)
+{
+	/* R2: release (seq_cst: store-buffering with S2, then we read wwait). */
+	uintptr_t old = atomic_fetch_sub_explicit(&rw->word, KL_RWLOCK_RD_ONE_,
+						  memory_order_seq_cst);
+
+	if (__builtin_expect((old & (KL_RWLOCK_WRLOCK_ | KL_RWLOCK_DESTROYED_)) != 0 ||
+				     old < KL_RWLOCK_RD_ONE_ ||
+				     ((old & ~(uintptr_t)KL_RWLOCK_FLAGS_) == KL_RWLOCK_RD_ONE_ &&
+				      atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0),
+			     0))
+		kl_rwlock_read_released_(rw, old);
+}
+
 #define kl_rwlock_write_lock(rw) kl_rwlock_write_lock_inline(rw)
 #define kl_rwlock_write_unlock(rw) kl_rwlock_write_unlock_inline(rw)
+#define kl_rwlock_read_lock(rw) kl_rwlock_read_lock_inline(rw)
+#define kl_rwlock_read_unlock(rw) kl_rwlock_read_unlock_inline(rw)
 #else
 #define KL_RWLOCK_INLINE 0
 #endif
