@@ -89,7 +89,7 @@
  *       H2, the releasing writer's acquire load of rwait: a writer that counts it sees
  *       the hand-off due (a hint otherwise: relaxed)
  *
- * Inline write paths. klock/rwlock.h copies the two uncontended write steps into the
+ * Inline fast paths. klock/rwlock.h copies the two uncontended write steps into the
  * caller (C builds without instruments, as klock/mutex.h): W1 from 0 to the thread's
  * owner id (the exported TLS alias kl_mutex_self_) | WRLOCK, and the unlock's steps in
  * order - rwait read 0 (no readers to hand the lock to), W2 back to 0, the seq_cst loads
