@@ -3,7 +3,10 @@
 # Issue 16's real programs, each A/B'd by bench/preload_ab.py (A = glibc's locks, B =
 # LD_PRELOAD=libklock-preload.so, interleaved, the order swapped every round, medians):
 # sysbench mutex and threads, pbzip2 -p2, pigz, zstd -T2, memcached -t 4 driven by
-# memaslap, redis-server driven by redis-benchmark, and a GIL-bound threaded python3. Prints each program's A/B block and a summary table last.
+# memaslap, redis-server driven by redis-benchmark, and a GIL-bound threaded python3. Prints
+# each program's A/B block and a summary table last: the medians' ratio, and under it
+# ministat's verdict (Student's t on the runs: worse by how much, and whether that is
+# proven, and proven past 5%).
 #   bench/preload-programs.sh [-n RUNS] [--env VAR=VALUE] [PRELOAD]
 # KLOCK_AB_LINES sets the compressors' input (lines of `seq`, default 14000000: 108 MB).
 # PRELOAD defaults to build-release/preload/libklock-preload.so (then build/). Needs
@@ -42,7 +45,9 @@ ab() { # NAME, then preload_ab arguments up to the command
 	echo "== $name"
 	out=$("${AB[@]}" "$@")
 	echo "$out"
-	summary+=("$(printf '%-44s %s' "$name" "$(echo "$out" | sed -n 's/^ratio B\/A (klock\/glibc) = //p')")")
+	summary+=("$(printf '%-44s %s\n%44s %s' "$name" \
+		"$(echo "$out" | sed -n 's/^ratio B\/A (klock\/glibc) = //p')" "" \
+		"$(echo "$out" | sed -n '/^ministat /p')")")
 }
 
 ab "sysbench mutex, 2 threads (total time)" --metric rate --lower \

@@ -19,6 +19,13 @@ of events in a fixed time, memaslap's 'TPS'; with --lower, lower is: sysbench mu
 'total time'). The command's output is compared between the sides
 (it must be identical for `wall` and `cpu`), stdout discarded.
 --env adds to both sides (KLOCK_MUTEX=... affects only B).
+
+The medians' ratio alone cannot tell a real 5% from a noisy machine's spread (sysbench
+mutex's runs spread +-25% on a 2-vCPU VM), so the runs also go through ministat's
+Student's t (`klbench compare`, found next to PRELOAD's build or given with --klbench):
+the last line says how much worse klock is, as a percentage of glibc's mean with its
+confidence half-width, and whether that is proven (the interval excludes 0) and whether
+it is proven past --line percent (default 5: issue 16's "no program slower by more").
 """
 import argparse
 import hashlib
@@ -28,6 +35,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -55,6 +63,44 @@ def one(cmd, env, metric, pattern=None):
     return wall, p.stdout
 
 
+def find_klbench(preload, given):
+    """klbench from --klbench, else the build tree that holds PRELOAD (build/preload/x.so
+    -> build/bench/klbench), else None (the verdict is then skipped)."""
+    if given:
+        return given
+    cand = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(preload))),
+                        'bench', 'klbench')
+    return cand if os.access(cand, os.X_OK) else None
+
+
+def ministat_diff(klbench, a, b, level):
+    """ministat's verdict on B against baseline A: (percent, half-width percent), or
+    None when no difference is proven at @level."""
+    with tempfile.TemporaryDirectory() as d:
+        fa, fb = os.path.join(d, 'glibc'), os.path.join(d, 'klock')
+        for f, vs in ((fa, a), (fb, b)):
+            with open(f, 'w') as fh:
+                fh.write(''.join(f'{v!r}\n' for v in vs))
+        out = subprocess.run([klbench, 'compare', '-A', '-c', str(level), fa, fb],
+                             stdout=subprocess.PIPE, check=True, text=True).stdout
+    m = re.search(r'^\s*(-?[0-9.e+-]+)% \+/- ([0-9.e+-]+)%$', out, re.M)
+    if 'No difference proven' in out or m is None:
+        return None
+    return float(m.group(1)), float(m.group(2))
+
+
+def verdict(diff, lower_better, level, line):
+    """One line: how much worse klock is (percent of glibc's mean), and what is proven."""
+    if diff is None:
+        return f'ministat ({level}%): no difference proven'
+    worse = diff[0] if lower_better else -diff[0]
+    if worse - diff[1] > 0:
+        past = 'yes' if worse - diff[1] > line else 'not proven'
+        return (f'ministat ({level}%): klock worse by {worse:.1f}% +/- {diff[1]:.1f}% '
+                f'(proven; past {line:g}%: {past})')
+    return f'ministat ({level}%): klock better by {-worse:.1f}% +/- {diff[1]:.1f}% (proven)'
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('-n', '--runs', type=int, default=7)
@@ -62,6 +108,11 @@ def main():
     ap.add_argument('--metric', choices=['wall', 'cpu', 'mops', 'rate'], default='wall')
     ap.add_argument('--pattern', help="--metric rate: a regex whose first group is the rate")
     ap.add_argument('--lower', action='store_true', help='--metric rate: lower is better')
+    ap.add_argument('--klbench', help='klbench for the verdict (default: next to PRELOAD)')
+    ap.add_argument('--confidence', type=float, default=95,
+                    choices=[80, 90, 95, 98, 99, 99.5], help='the verdict\'s level')
+    ap.add_argument('--line', type=float, default=5,
+                    help='percent worse that the verdict checks (default 5)')
     ap.add_argument('preload')
     ap.add_argument('cmd', nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -93,6 +144,12 @@ def main():
         else ratio < 1
     print(f'ratio B/A (klock/glibc) = {ratio:.3f} ({"klock" if better else "glibc"} better; '
           f'{a.metric}, medians of {a.runs} interleaved runs)')
+    kb = find_klbench(a.preload, a.klbench)
+    if kb is not None and a.runs >= 3:
+        level = f'{a.confidence:g}'
+        lower_better = not (a.metric == 'mops' or (a.metric == 'rate' and not a.lower))
+        print(verdict(ministat_diff(kb, res['A'], res['B'], level), lower_better, level,
+                      a.line))
 
 
 if __name__ == '__main__':

@@ -9,6 +9,8 @@
   latency   `klbench latency` measures every figure it promises, as CSV
   scenarios every scenario runs (tiny budget) or says which lock it needs (exit 4)
   plot      --plot writes SVGs with gnuplot, and says so clearly without it
+  ab        bench/preload_ab.py's ministat verdict: proven worse past the line, proven
+            better, no difference, on a command whose figures are fixed per side
 """
 import csv
 import io
@@ -275,8 +277,47 @@ def test_usage(kb):
     return 1 if bad else 0
 
 
+# A stand-in program for preload_ab.py: prints "rate: X", X = the side's base (B: under
+# LD_PRELOAD) plus a fixed cycle of offsets, counted in a file, so the figures are known.
+FAKE_PROGRAM = r'''
+import os, sys
+count, base_a, base_b = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+n = int(open(count).read()) if os.path.exists(count) else 0
+open(count, "w").write(str(n + 1))
+side = base_b if os.environ.get("LD_PRELOAD") else base_a
+print("rate:", side + (-1, 0, 1)[(n // 2) % 3])
+'''
+
+
+def test_ab(kb):
+    """preload_ab.py names the worse side with ministat, and the 5% line, from known runs."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload_ab.py")
+    cases = [  # glibc's base, klock's base, --lower, what the verdict must say
+        (100, 110, True, "klock worse by 10.0% +/- 1.2% (proven; past 5%: yes)"),
+        (100, 104, True, "klock worse by 4.0% +/- 1.2% (proven; past 5%: not proven)"),
+        (100, 106, True, "klock worse by 6.0% +/- 1.2% (proven; past 5%: not proven)"),
+        (100, 110, False, "klock better by 10.0% +/- 1.2% (proven)"),
+        (100, 100, True, "ministat (95%): no difference proven")]
+    bad = 0
+    with tempfile.TemporaryDirectory() as d:
+        prog = os.path.join(d, "fake.py")
+        with open(prog, "w") as f:
+            f.write(FAKE_PROGRAM)
+        for i, (a, b, lower, want) in enumerate(cases):
+            cmd = [sys.executable, script, "-n", "6", "--klbench", kb, "--metric", "rate",
+                   "--pattern", r"rate: ([0-9.]+)"] + (["--lower"] if lower else []) + \
+                  [kb, "--", sys.executable, prog, os.path.join(d, f"n{i}"), str(a), str(b)]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+            ok = p.returncode == 0 and want in last
+            bad += not ok
+            print(f"{'ok' if ok else 'FAIL'}: {a} vs {b}{' lower' if lower else ''}: {last!r}"
+                  + ("" if ok else f" (want {want!r}; exit {p.returncode}: {p.stderr.strip()})"))
+    return 1 if bad else 0
+
+
 TESTS = {"usage": test_usage, "adapters": test_adapters, "busted": test_busted, "output": test_output,
-         "latency": test_latency, "scenarios": test_scenarios, "plot": test_plot}
+         "latency": test_latency, "scenarios": test_scenarios, "plot": test_plot, "ab": test_ab}
 
 if __name__ == "__main__":
     sys.exit(TESTS[sys.argv[1]](os.path.abspath(sys.argv[2])))
