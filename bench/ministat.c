@@ -238,6 +238,19 @@ void ms_compare(const struct ms_set *b, const struct ms_set *s, int level, struc
 	out->significant = fabs(out->d) > out->e;
 }
 
+enum ms_floor ms_floor_verdict(const struct ms_set *b, const struct ms_set *s, int level,
+			       double line, struct ms_diff *out)
+{
+	double at = (line - 1) * 100; /* the floor as a difference, in percent of avg(b) */
+
+	ms_compare(b, s, level, out);
+	if (out->pct_d - out->pct_e > at)
+		return MS_FLOOR_MET;
+	if (out->pct_d + out->pct_e < at)
+		return MS_FLOOR_UNMET;
+	return MS_FLOOR_UNRESOLVED;
+}
+
 static void print_vitals_head(FILE *f)
 {
 	fprintf(f, "    N           Min           Max        Median           Avg        Stddev\n");

@@ -54,6 +54,16 @@ struct ms_diff {
 };
 void ms_compare(const struct ms_set *b, const struct ms_set *s, int level, struct ms_diff *out);
 
+/*
+ * A floor "avg(s) >= line x avg(b)" (line 0.95: s within 5% below b, or above) judged on
+ * the interval of ms_compare(): MS_FLOOR_MET when all of it lies above (line - 1) x
+ * avg(b), MS_FLOOR_UNMET when all of it lies below, else MS_FLOOR_UNRESOLVED (these
+ * repeats cannot tell). `out` gets the comparison. Each set needs at least 2 values.
+ */
+enum ms_floor { MS_FLOOR_MET, MS_FLOOR_UNMET, MS_FLOOR_UNRESOLVED };
+enum ms_floor ms_floor_verdict(const struct ms_set *b, const struct ms_set *s, int level,
+			       double line, struct ms_diff *out);
+
 /* Index of a confidence level in ms_levels, or -1. */
 int ms_level_index(double pct);
 

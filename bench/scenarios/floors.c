@@ -27,6 +27,42 @@ void scn_floor_line(struct scn_ctx *x, const char *issue, const char *what, doub
 		scn_say(x, "  [%s] %-64s %9.2f%-1s  %s\n", issue, what, value, unit, scn_met(ok));
 }
 
+/* The repeats' throughputs of lock `name` at `t` threads, `w`% writes, into `s`. */
+static void repeats_of(const struct kb_results *rs, const char *name, unsigned t, double w,
+		       struct ms_set *s)
+{
+	const struct lockops *o = scn_lk(name);
+	const struct kb_config *c = o ? scn_find_cfg(rs, o, t, w, -1) : NULL;
+
+	ms_set_init(s, name);
+	for (size_t k = 0; c != NULL && k < rs->n; k++)
+		if (kb_config_same(&rs->v[k].cfg, c))
+			ms_set_add(s, rs->v[k].ops_per_s);
+	ms_set_finish(s);
+}
+
+void scn_floor_proof(struct scn_ctx *x, const struct kb_results *rs, const char *a,
+		     const char *b, unsigned t, double w, double line)
+{
+	static const char *const said[] = { [MS_FLOOR_MET] = "met, proven",
+		[MS_FLOOR_UNMET] = "NOT met, proven",
+		[MS_FLOOR_UNRESOLVED] = "unresolved (the interval spans the floor)" };
+	struct ms_set sa, sb;
+	struct ms_diff d;
+
+	repeats_of(rs, a, t, w, &sa);
+	repeats_of(rs, b, t, w, &sb);
+	if (sa.n >= 3 && sb.n >= 3) {
+		enum ms_floor v = ms_floor_verdict(&sb, &sa, MS_DEFAULT_LEVEL, line, &d);
+
+		scn_say(x, "       ministat %g%%: %s %+.1f%% +/- %.1f%% of %s's mean (floor %+.0f%%): "
+			"%s\n", ms_levels[MS_DEFAULT_LEVEL], a, d.pct_d, d.pct_e, b, (line - 1) * 100,
+			said[v]);
+	}
+	ms_set_free(&sa);
+	ms_set_free(&sb);
+}
+
 static int cmp_dbl(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;

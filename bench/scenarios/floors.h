@@ -13,6 +13,11 @@
 /* One floor's verdict line. `value` NAN: a lock it needs is not built in. */
 void scn_floor_line(struct scn_ctx *x, const char *issue, const char *what, double value,
 		    bool ok, const char *unit);
+/* Under a throughput floor "a / b >= line" at `t` threads, `w`% writes: ministat's verdict
+ * on the repeats (the difference of the means with its 95% interval, and whether the
+ * floor is proven met, proven unmet or unresolved); nothing with fewer than 3 repeats. */
+void scn_floor_proof(struct scn_ctx *x, const struct kb_results *rs, const char *a,
+		     const char *b, unsigned t, double w, double line);
 /* The median of v[0..n) (sorts v). */
 double scn_median_d(double *v, unsigned n);
 /* The adapter named `name`, or NULL when not built in. */

@@ -5,7 +5,9 @@
  * (calls/s, voluntary switches, the worst repeat), one exclusive thread sweep (kl_mutex
  * against absl and tbb's MCS mutex at every count, kl_rwlock's writers against kl_mutex,
  * kl_mcs and kl_ticket against ck's), and kl_rwlock against absl's and std's
- * reader/writer locks.
+ * reader/writer locks. Under each throughput floor, ministat's verdict on the repeats
+ * (scn_floor_proof): the medians' ratio says which way the run went, the verdict whether
+ * these repeats can tell at all.
  */
 #include <math.h>
 #include <stdio.h>
@@ -56,8 +58,10 @@ static void floors_peer_duel(struct scn_ctx *x, unsigned reps)
 	r = scn_ratio(&d, "kl_mutex", "absl_mutex", 2, 100);
 	scn_floor_line(x, "16", "duel (2 threads, cs=1): kl_mutex / absl_mutex calls/s >= 1.2", r,
 		   r >= 1.2, "x");
+	scn_floor_proof(x, &d, "kl_mutex", "absl_mutex", 2, 100, 1.2);
 	r = scn_ratio(&d, "kl_mutex", "pthread_mutex", 2, 100);
 	scn_floor_line(x, "16", "duel: kl_mutex / pthread_mutex calls/s >= 2", r, r >= 2, "x");
+	scn_floor_proof(x, &d, "kl_mutex", "pthread_mutex", 2, 100, 2);
 	pv = pt ? fmax(1, kb_metric_median(&d, pt, scn_g_vcsw_s)) : NAN;
 	r = kl ? kb_metric_median(&d, kl, scn_g_vcsw_s) / pv : NAN;
 	scn_floor_line(x, "16", "duel: kl_mutex / pthread_mutex voluntary switches <= 0.1", r,
@@ -94,15 +98,18 @@ static void floors_peer_sweep(struct scn_ctx *x, unsigned reps)
 		snprintf(what, sizeof(what), "thread-sweep, every count: kl_mutex / %s >= 1 (min@%u)",
 			 peer[i], at);
 		scn_floor_line(x, "16", what, r, r >= 1, "x");
+		scn_floor_proof(x, &rs, "kl_mutex", peer[i], at, 100, 1);
 	}
 	r = scn_ratio(&rs, "kl_rwlock", "kl_mutex", 2, 100);
 	scn_floor_line(x, "16", "write-only, 2 threads: kl_rwlock / kl_mutex >= 0.9", r, r >= 0.9,
 		   "x");
+	scn_floor_proof(x, &rs, "kl_rwlock", "kl_mutex", 2, 100, 0.9);
 	for (int i = 0; i < 2; i++) {
 		r = min_ratio(&rs, mine[i], ck[i], t, nlow, 100, &at);
 		snprintf(what, sizeof(what), "<= CPUs threads: %s / %s >= 0.95 (min@%u)", mine[i],
 			 ck[i], at);
 		scn_floor_line(x, "16", what, r, r >= 0.95, "x");
+		scn_floor_proof(x, &rs, mine[i], ck[i], at, 100, 0.95);
 	}
 	kb_results_free(&rs);
 }
@@ -126,6 +133,7 @@ static void floors_peer_rw(struct scn_ctx *x, unsigned reps)
 			snprintf(what, sizeof(what), "%g%% writes: kl_rwlock / %s >= 1", writes[w],
 				 names[p]);
 			scn_floor_line(x, "16", what, r, r >= 1, "x");
+			scn_floor_proof(x, &rs, "kl_rwlock", names[p], cpus, writes[w], 1);
 		}
 	}
 	kb_results_free(&rs);

@@ -247,6 +247,47 @@ static void test_ministat_large_df_uses_normal_quantile(void **state)
 	ms_set_free(&b);
 }
 
+/* b: mean 100, s: mean 100 +/- 10, both sd 0.71 over 5: at 95% (t 2.306) the interval of
+ * the difference is +/- 1.03% of b's mean, at 99.5% (t 4.499) +/- 2.01%. */
+static void floor_sets(struct ms_set *b, struct ms_set *s, double s_mean)
+{
+	fill(b, "b", (const double[]){ 99, 100, 101, 100, 100 }, 5);
+	fill(s, "s", (const double[]){ s_mean - 1, s_mean, s_mean + 1, s_mean, s_mean }, 5);
+}
+
+static void test_ministat_floor_met_only_when_the_whole_interval_clears_it(void **state)
+{
+	struct ms_set b, s;
+	struct ms_diff d;
+
+	(void)state;
+	floor_sets(&b, &s, 90);
+	assert_int_equal(ms_floor_verdict(&b, &s, MS_DEFAULT_LEVEL, 0.85, &d), MS_FLOOR_MET);
+	assert_true(fabs(d.pct_d + 10) < 1e-9);
+	/* -10% +/- 1.03%: 0.9 lies inside the interval, 0.95 above all of it */
+	assert_int_equal(ms_floor_verdict(&b, &s, MS_DEFAULT_LEVEL, 0.9, &d), MS_FLOOR_UNRESOLVED);
+	assert_int_equal(ms_floor_verdict(&b, &s, MS_DEFAULT_LEVEL, 0.95, &d), MS_FLOOR_UNMET);
+	/* wider confidence, wider interval: 0.885 (-11.5%) is no longer cleared at 99.5% */
+	assert_int_equal(ms_floor_verdict(&b, &s, MS_DEFAULT_LEVEL, 0.885, &d), MS_FLOOR_MET);
+	assert_int_equal(ms_floor_verdict(&b, &s, ms_level_index(99.5), 0.885, &d),
+			 MS_FLOOR_UNRESOLVED);
+	ms_set_free(&b);
+	ms_set_free(&s);
+}
+
+static void test_ministat_floor_above_the_baseline_is_met_at_line_one(void **state)
+{
+	struct ms_set b, s;
+	struct ms_diff d;
+
+	(void)state;
+	floor_sets(&b, &s, 110);
+	assert_int_equal(ms_floor_verdict(&b, &s, MS_DEFAULT_LEVEL, 1, &d), MS_FLOOR_MET);
+	assert_int_equal(ms_floor_verdict(&b, &s, MS_DEFAULT_LEVEL, 1.2, &d), MS_FLOOR_UNMET);
+	ms_set_free(&b);
+	ms_set_free(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +302,8 @@ int main(void)
 		cmocka_unit_test(test_ministat_pooled_t_finds_a_clear_difference),
 		cmocka_unit_test(test_ministat_overlapping_sets_show_no_difference),
 		cmocka_unit_test(test_ministat_large_df_uses_normal_quantile),
+		cmocka_unit_test(test_ministat_floor_met_only_when_the_whole_interval_clears_it),
+		cmocka_unit_test(test_ministat_floor_above_the_baseline_is_met_at_line_one),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
