@@ -70,9 +70,12 @@
  *
  * Inline fast paths. klock/mutex.h does the uncontended lock (M1: CAS 0 -> owner id) and
  * unlock (M2: CAS owner id -> 0) inline in C builds without instruments, reading the owner
- * id through kl_mutex_self_ (an alias of kli_tls_owner); any other case calls
- * kl_mutex_lock() / kl_mutex_unlock() here, which start afresh (a failed CAS changed
- * nothing). The call was a third of the uncontended pair (klbench latency: 7.5 ns through
+ * id through kl_mutex_self_ (an alias of kli_tls_owner). A CAS that failed on a word
+ * whose only flag is SPINNER goes on inline with the duel's steps, from the value it
+ * returned: the barge (kl_mutex_barge_) or the release keeping SPINNER
+ * (kl_mutex_release_spinner_), static inline in the header and used by this file's fast
+ * paths too. Any other case calls kl_mutex_lock() / kl_mutex_unlock() here, which start
+ * afresh (a failed CAS changed nothing). The call was a third of the uncontended pair (klbench latency: 7.5 ns through
  * the library, 5.0 inline).
  *
  * Pros: one word of state; uncontended cost of a plain spinlock; no system call unless
@@ -97,7 +100,7 @@
 /* Barging acquisitions past a polling spinner before a locker yields it the turn: the
  * duel's throughput lever (64 -> 256: 1.5x -> 1.9x pthread_mutex) against how long a
  * spinner waits (256 tiny sections: ~8 us; p99.9 wait 2.4 -> 6.8 us in the duel). */
-#define MTX_PASS_MAX 256
+#define MTX_PASS_MAX KL_MUTEX_PASS_MAX_ /* 256, in klock/mutex.h for the inline lock */
 /* The spinner's poll interval starts here and doubles up to the cap: each poll pulls the
  * holder's cache line away from it, so a spinner that polls at every relax hint slows
  * the very thread it waits for (pthread's waiter "polls" through futex calls ~1 us
@@ -505,11 +508,8 @@ static KL_ALWAYS_INLINE bool mtx_release_fast(struct kl_mutex *m, kli_owner_t me
 							      memory_order_relaxed)))
 		return true;
 	/* A spinner polls (the duel): release, keeping SPINNER - still one more CAS, not a
-	 * slow-path call. */
-	return v == (me | KLI_MTX_SPINNER) &&
-	       atomic_compare_exchange_strong_explicit(&m->owner, &v, KLI_MTX_SPINNER,
-						       memory_order_release, /* M2 */
-						       memory_order_relaxed);
+	 * slow-path call (klock/mutex.h's kl_mutex_release_spinner_(), as its inline unlock). */
+	return kl_mutex_release_spinner_(m, me, v);
 }
 
 /* ---- exported ------------------------------------------------------------------------ */
@@ -563,27 +563,10 @@ static KL_NOINLINE void mtx_lock_contended(struct kl_mutex *m, kli_owner_t me,
 	}
 }
 
-/*
- * Barging past a polling spinner, the commonest contended step (the two-thread duel): the
- * word is exactly SPINNER (free, nobody asleep) and we have not used up our passes. Inline
- * in the fast path's failure branch, so the uncontended path is unchanged and the duel
- * does not pay a slow-path call per acquisition.
- */
-static KL_ALWAYS_INLINE bool mtx_barge(struct kl_mutex *m, kli_owner_t me, uintptr_t v)
-{
-	uint32_t p = atomic_load_explicit(&m->passes, memory_order_relaxed);
-
-	if (v != KLI_MTX_SPINNER || (int32_t)p >= MTX_PASS_MAX)
-		return false;
-	/* M1: acquire, pairs with M2. */
-	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, me | KLI_MTX_SPINNER,
-						     memory_order_acquire, memory_order_relaxed))
-		return false;
-	atomic_store_explicit(&m->passes, p + 1, memory_order_relaxed); /* we own it now */
-	return true;
-}
-
-/* The hottest path in the library: a leaf with one CAS (M1); the rest tail-calls. */
+/* The hottest path in the library: a leaf with one CAS (M1); the rest tail-calls. Barging
+ * past a polling spinner (the duel's commonest contended step) is klock/mutex.h's
+ * kl_mutex_barge_(), shared with the header's inline lock: in the failure branch, so the
+ * uncontended path is unchanged and the duel pays no slow-path call per acquisition. */
 void (kl_mutex_lock)(struct kl_mutex *m)
 {
 	kli_owner_t me = kli_tls_owner;
@@ -595,7 +578,7 @@ void (kl_mutex_lock)(struct kl_mutex *m)
 	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 							       memory_order_acquire,
 							       memory_order_relaxed)) ||
-	     mtx_barge(m, me, v))) {
+	     kl_mutex_barge_(m, me, v))) {
 		kli_hook_acquired(m, MTX_KIND, 0, KLI_SITE());
 		return;
 	}
@@ -719,7 +702,7 @@ void kli_mutex_lock_from(struct kl_mutex *m, const void *site)
 	    (kl_likely(atomic_compare_exchange_strong_explicit(&m->owner, &v, me,
 							       memory_order_acquire,
 							       memory_order_relaxed)) ||
-	     mtx_barge(m, me, v))) {
+	     kl_mutex_barge_(m, me, v))) {
 		kli_hook_acquired(m, MTX_KIND, 0, site);
 		return;
 	}

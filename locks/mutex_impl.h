@@ -13,7 +13,7 @@
 
 /* State word bits (owner ids are multiples of KLI_OWNER_STEP: 7 low bits free). */
 #define KLI_MTX_PARKED 0x1ul    /* threads sleep (or are about to) on the mutex's park key */
-#define KLI_MTX_SPINNER 0x2ul   /* the spin queue's head is polling the word */
+#define KLI_MTX_SPINNER KL_MUTEX_SPINNER_ /* 0x2: the spin queue's head polls the word */
 #define KLI_MTX_DESTROYED 0x4ul /* kl_mutex_destroy() poisoned the word */
 #define KLI_MTX_FLAGS 0x7ful    /* every bit that is not owner */
 /* What kl_mutex_destroy() stores: a recognisable owner part plus the DESTROYED bit. */

@@ -440,6 +440,41 @@ static void test_mutex_inline_paths_register_then_wait_and_wake(void **state)
 	kl_mutex_unlock(&m);
 }
 
+/* The duel's steps: a spinner polls the free lock (the word is exactly SPINNER), and a
+ * locker takes it past the spinner, counting the pass, then releases it keeping the bit;
+ * once the passes are used up it leaves the spinner the turn (invariant I3 of
+ * locks/mutex.c) instead of taking it again. The spinner's state is written by hand. */
+static void test_mutex_barges_past_a_polling_spinner_then_leaves_it_the_turn(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	uintptr_t me;
+
+	kl_mutex_lock(&m); /* registers this thread's owner id if no test did yet */
+	kl_mutex_unlock(&m);
+	me = kl_mutex_self_;
+	assert_true(me != 0);
+	atomic_store(&m.owner, KL_MUTEX_SPINNER_);
+	for (unsigned i = 1; i <= 3; i++) {
+		kl_mutex_lock(&m);
+		assert_int_equal(atomic_load(&m.owner), me | KL_MUTEX_SPINNER_);
+		assert_int_equal(atomic_load(&m.passes), i);
+		assert_true(kl_mutex_owned(&m));
+		kl_mutex_unlock(&m);
+		assert_int_equal(atomic_load(&m.owner), KL_MUTEX_SPINNER_);
+	}
+	/* Passes used up: the locker waits for the spinner (MTX_POLITE_NS); none comes (it
+	 * was written by hand), so it takes the lock after all and resets the count below 0
+	 * (a credit of passes) rather than counting one more. */
+	atomic_store(&m.passes, KL_MUTEX_PASS_MAX_);
+	kl_mutex_lock(&m);
+	assert_int_equal(atomic_load(&m.owner), me | KL_MUTEX_SPINNER_);
+	assert_true((int32_t)atomic_load(&m.passes) < 0);
+	kl_mutex_unlock(&m);
+	assert_int_equal(atomic_load(&m.owner), KL_MUTEX_SPINNER_);
+	atomic_store(&m.owner, 0); /* the hand-made spinner leaves */
+	assert_int_equal(kl_mutex_destroy(&m), 0);
+}
+
 static void *unlock_other_thread(void *arg)
 {
 	kl_mutex_unlock(arg);
@@ -554,6 +589,7 @@ int main(void)
 		cmocka_unit_test(test_mutex_destroy_refuses_a_held_mutex_then_poisons),
 		cmocka_unit_test(test_mutex_misuse_is_reported),
 		cmocka_unit_test(test_mutex_inline_paths_register_then_wait_and_wake),
+		cmocka_unit_test(test_mutex_barges_past_a_polling_spinner_then_leaves_it_the_turn),
 		cmocka_unit_test(test_mutex_left_locked_by_an_exited_thread_has_no_owner),
 	};
 

@@ -117,6 +117,41 @@ KL_API bool kl_mutex_owned(const struct kl_mutex *m) KL_NONNULL(1);
  * (locks/thread.h: kli_tls_owner, of which it is an alias). */
 __attribute__((tls_model("initial-exec"))) KL_API extern __thread uintptr_t kl_mutex_self_;
 
+/* Private, shared with locks/mutex.c: the word's SPINNER bit (the spin queue's head polls
+ * the word: KLI_MTX_SPINNER) and how many times in a row a locker may take the free lock
+ * past that spinner before it leaves it the turn (MTX_PASS_MAX, invariant I3). */
+#define KL_MUTEX_SPINNER_ 0x2ul
+#define KL_MUTEX_PASS_MAX_ 256
+
+#ifndef __cplusplus
+/* Private (locks/mutex.c and the inline paths below). Barging past a polling spinner, the
+ * two-thread duel's commonest step: the word read @v, exactly SPINNER (free, nobody
+ * asleep), and the passes are not used up. True if the caller @me now holds @m. */
+static inline bool kl_mutex_barge_(struct kl_mutex *m, uintptr_t me, uintptr_t v)
+{
+	uint32_t p = atomic_load_explicit(&m->passes, memory_order_relaxed);
+
+	if (v != KL_MUTEX_SPINNER_ || (int32_t)p >= KL_MUTEX_PASS_MAX_)
+		return false;
+	/* M1: acquire, pairs with M2. */
+	if (!atomic_compare_exchange_strong_explicit(&m->owner, &v, me | KL_MUTEX_SPINNER_,
+						     memory_order_acquire, memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&m->passes, p + 1, memory_order_relaxed); /* we own it now */
+	return true;
+}
+
+/* Private (as above). The holder @me releases @m while a spinner polls (the word read @v,
+ * exactly @me | SPINNER), keeping SPINNER. True if released. */
+static inline bool kl_mutex_release_spinner_(struct kl_mutex *m, uintptr_t me, uintptr_t v)
+{
+	/* M2: release, pairs with M1 in the next holder's lock. */
+	return v == (me | KL_MUTEX_SPINNER_) &&
+	       atomic_compare_exchange_strong_explicit(&m->owner, &v, KL_MUTEX_SPINNER_,
+						       memory_order_release, memory_order_relaxed);
+}
+#endif
+
 /*
  * ---- inline fast paths ---------------------------------------------------------------
  * The uncontended lock is one CAS and the unlock another; the two calls into the library
@@ -124,9 +159,12 @@ __attribute__((tls_model("initial-exec"))) KL_API extern __thread uintptr_t kl_m
  * builds without instruments (the conditions of klock/rmlock.h's; define KLOCK_NO_INLINE
  * to force the calls) both are tried here first: the lock CASes the word from 0 (free,
  * nobody waiting) to the caller's owner id with acquire (M1 of locks/mutex.c, pairing with
- * M2), the unlock from the owner id back to 0 with release (M2). Anything else - a thread
- * not yet registered (id 0), a held lock, a flag bit (spinner, sleepers), a destroyed or
- * foreign lock - goes to the library, which starts afresh: a failed CAS changed nothing.
+ * M2), the unlock from the owner id back to 0 with release (M2). When the CAS failed on a
+ * word whose only flag is a polling spinner's (the two-thread duel), the library's next
+ * step is done here from the value the CAS returned: barge past the spinner (M1), or
+ * release keeping its bit (M2). Anything else - a thread not yet registered (id 0), a
+ * held lock, sleepers, a destroyed or foreign lock - goes to the library, which starts
+ * afresh: a failed CAS changed nothing.
  */
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
@@ -142,6 +180,8 @@ static inline void kl_mutex_lock_inline(struct kl_mutex *m)
 						memory_order_relaxed),
 			     1))
 		return;
+	if (me != 0 && kl_mutex_barge_(m, me, v)) /* past a spinner, without a second try */
+		return;
 	(kl_mutex_lock)(m);
 }
 
@@ -154,6 +194,8 @@ static inline void kl_mutex_unlock_inline(struct kl_mutex *m)
 						&m->owner, &v, 0, memory_order_release,
 						memory_order_relaxed),
 			     1))
+		return;
+	if (me != 0 && kl_mutex_release_spinner_(m, me, v))
 		return;
 	(kl_mutex_unlock)(m);
 }
