@@ -101,21 +101,12 @@
  * duel's throughput lever (64 -> 256: 1.5x -> 1.9x pthread_mutex) against how long a
  * spinner waits (256 tiny sections: ~8 us; p99.9 wait 2.4 -> 6.8 us in the duel). */
 #define MTX_PASS_MAX KL_MUTEX_PASS_MAX_ /* 256, in klock/mutex.h for the inline lock */
-/* The spinner's poll interval starts here and doubles up to the cap: each poll pulls the
- * holder's cache line away from it, so a spinner that polls at every relax hint slows
- * the very thread it waits for (pthread's waiter "polls" through futex calls ~1 us
- * apart, which is why it wins the tight duel against a naive spinner). */
-#define MTX_POLL_MIN_NS 50u
-#define MTX_POLL_MAX_NS 1000u
 /* How long a locker yielding its turn waits for the spinner to take the free lock: more
  * than the spinner's longest poll interval. */
 #define MTX_POLITE_NS 4000u
 /* The spinner's no-progress budget never goes below this: it must be at least as patient
  * as a polite locker is with it (a polite wait plus one poll interval). */
-#define MTX_SPIN_FLOOR_NS (MTX_POLITE_NS + MTX_POLL_MAX_NS)
-/* A gap this long between two of the spinner's own polls means it lost its CPU: threads
- * outnumber CPUs, and spinning only takes time from the holder. Stop and sleep. */
-#define MTX_PREEMPTED_NS 50000u
+#define MTX_SPIN_FLOOR_NS (MTX_POLITE_NS + KLI_POLL_MAX_NS)
 /* After the spinner failed to show up (preempted): barges allowed before the next try
  * (~50-100 us of tiny sections; a resumed spinner notices its preemption and leaves, and
  * a new one restarts the count at 0). */
@@ -229,41 +220,6 @@ static bool mtx_unspin(struct kl_mutex *m, kli_owner_t me)
 	return false;
 }
 
-/* The spinner's paced poll: relax until the next poll is due, then double the interval
- * (capped). False once the budget is spent. */
-struct mtx_pace {
-	uint64_t next;      /* kl_arch_cycles() of the next poll */
-	uint64_t interval;  /* cycles between polls */
-	uint64_t cap;
-	uint64_t preempted; /* a gap this long between two reads: we lost the CPU */
-};
-
-static void mtx_pace_start(struct mtx_pace *p)
-{
-	p->interval = kli_ns_to_cycles(MTX_POLL_MIN_NS);
-	p->cap = kli_ns_to_cycles(MTX_POLL_MAX_NS);
-	p->preempted = kli_ns_to_cycles(MTX_PREEMPTED_NS);
-	p->next = kl_arch_cycles() + p->interval;
-}
-
-/* False once the budget is spent, or when we were descheduled while spinning. */
-static bool mtx_pace(struct mtx_pace *p, const struct kli_spin *s)
-{
-	uint64_t now = kl_arch_cycles(), before;
-
-	do {
-		kl_arch_relax();
-		before = now;
-		now = kl_arch_cycles();
-		if (kl_unlikely(now - before > p->preempted))
-			return false;
-	} while (now < p->next && now < s->deadline);
-	if (p->interval < p->cap)
-		p->interval <<= 1;
-	p->next = now + p->interval;
-	return now < s->deadline;
-}
-
 /*
  * Polls the word as the spin queue's head until it is ours or @s runs out. The budget
  * bounds time WITHOUT PROGRESS: while the lock keeps changing hands (another owner, or
@@ -276,9 +232,9 @@ static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 {
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed), seen = v;
 	uint32_t passes = atomic_load_explicit(&m->passes, memory_order_relaxed), p;
-	struct mtx_pace pace;
+	struct kli_pace pace;
 
-	mtx_pace_start(&pace);
+	kli_pace_start(&pace, true);
 	for (;;) {
 		if (v & KLI_MTX_DESTROYED)
 			return false;
@@ -295,7 +251,7 @@ static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 				atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
 			continue;
 		}
-		if (!mtx_pace(&pace, s))
+		if (!kli_pace(&pace, s))
 			return mtx_unspin(m, me);
 		v = atomic_load_explicit(&m->owner, memory_order_relaxed);
 		p = atomic_load_explicit(&m->passes, memory_order_relaxed);

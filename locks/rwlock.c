@@ -145,6 +145,9 @@ _Static_assert(RW_RD_BLOCK == KL_RWLOCK_RD_BLOCK_, "klock/rwlock.h's reader-bloc
 #define RW_HANDOFF_EVERY_NS 1000000ull
 /* granted_at's clock: kli_now_ns() >> this (~1 us units; 32 bits wrap after ~73 min). */
 #define RW_CLOCK_SHIFT 10
+/* A spinning writer's budget never goes below this: its paced polls (spin.h) reach their
+ * longest interval and look a few times (50 + 100 + ... + 1600 ns: 3.15 us). */
+#define RW_WSPIN_FLOOR_NS (4 * KLI_POLL_MAX_NS)
 
 _Atomic uint64_t kli_rw_handoff_every_ns = RW_HANDOFF_EVERY_NS;
 
@@ -484,16 +487,24 @@ static int rw_write_try(struct kl_rwlock *rw, kli_owner_t self, memory_order ord
  * that writer's unlock (which expects self|WRLOCK) and its next lock (which expects 0)
  * down their slow paths - a mutex's spinner costs its holder nothing of the kind, and
  * writer against writer is where a rwlock should cost what a mutex costs. If a reader
- * gets in when that writer leaves, the next look sets WRWANT. 0 once taken, or EAGAIN. */
+ * gets in when that writer leaves, the next look sets WRWANT. Polls are paced in time as
+ * kl_mutex's spinner's (kli_pace: each look pulls the holder's line away), within a budget
+ * of at least RW_WSPIN_FLOOR_NS; the budget is fixed (no restart on progress: a writer
+ * cannot see another writer's barging), so it bounds the spin without kl_mutex's check
+ * for a gap in our own clock. 0 once taken, or EAGAIN. */
 static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
 {
 	uint64_t t0 = kl_arch_cycles();
 	struct kli_spin s;
+	struct kli_pace pace;
 	uintptr_t v;
 	int err;
 
+	uint64_t budget = kli_spin_budget(&rw->spin_ns);
+
 	kli_wait_spin(w);
-	kli_spin_start(&s, kli_spin_budget(&rw->spin_ns));
+	kli_spin_start(&s, budget < RW_WSPIN_FLOOR_NS ? RW_WSPIN_FLOOR_NS : budget);
+	kli_pace_start(&pace, false);
 	atomic_fetch_add_explicit(&rw->wspin, 1, memory_order_relaxed);
 	do {
 		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
@@ -507,7 +518,7 @@ static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 							      memory_order_relaxed);
 		}
 		err = EAGAIN;
-	} while (kli_spin_backoff(&s));
+	} while (kli_pace(&pace, &s));
 	atomic_fetch_sub_explicit(&rw->wspin, 1, memory_order_relaxed);
 	kli_spin_learn(&rw->spin_ns, err == 0, kli_cycles_to_ns(kl_arch_cycles() - t0));
 	return err;

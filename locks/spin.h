@@ -69,6 +69,55 @@ static inline bool kli_spin_backoff(struct kli_spin *s)
 }
 
 /* Give the CPU away (to a preempted lock holder, typically). */
+/*
+ * Paced polling, for a spinner that waits on a word another thread keeps taking (kl_mutex's
+ * spin-queue head, kl_rwlock's spinning writer): the interval between two reads starts at
+ * KLI_POLL_MIN_NS and doubles up to KLI_POLL_MAX_NS. Each read pulls the holder's cache
+ * line away from it, so a spinner that polls at every relax hint slows the very thread it
+ * waits for (pthread's waiter "polls" through futex calls ~1 us apart, which is why it
+ * wins the tight duel against a naive spinner). Time-based, not a count of relax hints:
+ * a pause costs 10-140 cycles depending on the CPU.
+ */
+#define KLI_POLL_MIN_NS 50u
+#define KLI_POLL_MAX_NS 1000u
+/* A gap this long between two of the spinner's own clock reads means it lost its CPU:
+ * threads outnumber CPUs, and spinning only takes time from the holder. Stop and sleep. */
+#define KLI_PREEMPTED_NS 50000u
+
+struct kli_pace {
+	uint64_t interval;  /* cycles to relax after a look */
+	uint64_t cap;
+	uint64_t preempted; /* a gap this long between two reads: we lost the CPU */
+};
+
+/* @watch: end the spin on a gap in our own clock (a spinner whose budget restarts on
+ * progress needs it; one with a fixed budget is bounded by it anyway). */
+static inline void kli_pace_start(struct kli_pace *p, bool watch)
+{
+	p->interval = kli_ns_to_cycles(KLI_POLL_MIN_NS);
+	p->cap = kli_ns_to_cycles(KLI_POLL_MAX_NS);
+	p->preempted = watch ? kli_ns_to_cycles(KLI_PREEMPTED_NS) : UINT64_MAX;
+}
+
+/* After a look at the word: relaxes for the interval (counted from now, so a look that
+ * missed the cache does not shorten the next wait), then doubles it (capped). False once
+ * the budget @s is spent, or when we were descheduled while spinning. */
+static inline bool kli_pace(struct kli_pace *p, const struct kli_spin *s)
+{
+	uint64_t now = kl_arch_cycles(), before, until = now + p->interval;
+
+	do {
+		kl_arch_relax();
+		before = now;
+		now = kl_arch_cycles();
+		if (kl_unlikely(now - before > p->preempted))
+			return false;
+	} while (now < until && now < s->deadline);
+	if (p->interval < p->cap)
+		p->interval <<= 1;
+	return now < s->deadline;
+}
+
 static inline void kli_yield(void)
 {
 	sched_yield();
