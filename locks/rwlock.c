@@ -3,7 +3,8 @@
  * locks/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
  *
  * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
- * reader count or the writer; contended lockers spin for a learnt time budget, then sleep.
+ * reader count or the writer; contended lockers spin for a learnt time budget (a writer
+ * for at least RW_WSPIN_FLOOR_NS, its polls paced as kl_mutex's spinner's), then sleep.
  * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of
  * their own, writers and readers sleep on different futex words, and an unlock wakes one
  * writer or the readers - never a herd that mostly goes back to sleep. Added here: a
