@@ -82,7 +82,7 @@
  * someone really sleeps; herd-free (one wake per unlock); bounded unfairness both ways.
  * Cons / limits: no priority inheritance (use a PI futex for that); the spin budget is a
  * guess (EWMA), not an owner-running test, so a preempted owner costs spinners up to the
- * budget (KLI_SPIN_MAX_NS); after a hand-off the lock is held by a thread that is still
+ * budget (KLI_SPIN_MAX_NS; MTX_STALL_NS while the lock's waits are short); after a hand-off the lock is held by a thread that is still
  * waking up (microseconds). Waiters do not touch the mutex after a hand-off, but a woken
  * waiter without one does (it retries): destroy only a mutex nobody waits on.
  */
@@ -104,9 +104,18 @@
 /* How long a locker yielding its turn waits for the spinner to take the free lock: more
  * than the spinner's longest poll interval. */
 #define MTX_POLITE_NS 4000u
-/* The spinner's no-progress budget never goes below this: it must be at least as patient
- * as a polite locker is with it (a polite wait plus one poll interval). */
-#define MTX_SPIN_FLOOR_NS (MTX_POLITE_NS + KLI_POLL_MAX_NS)
+/* The no-progress budget of a spinner whose lock's waits are short (its learnt budget
+ * under the cap, KLI_SPIN_MAX_NS). A running holder in a KVM guest stops for 5-100 us,
+ * hundreds of times a second, when the host or the timer tick takes its CPU, most of
+ * those while the spinner's CPU runs on (docs/design-adaptive.md). Sleeping through one
+ * costs the waiter a switch and the holder a wake-up system call; with short waits, no
+ * progress means such a stall more often than a long section. A few spins that give up
+ * push the learnt budget to the cap, and the 2-competitive budget applies again. */
+#define MTX_STALL_NS 40000u
+/* A spinner must be at least as patient as a polite locker is with it (a polite wait plus
+ * one poll interval); the smallest budget it gets is the cap. */
+_Static_assert(KLI_SPIN_MAX_NS >= MTX_POLITE_NS + KLI_POLL_MAX_NS,
+	       "the spinner gives up before a polite locker does");
 /* After the spinner failed to show up (preempted): barges allowed before the next try
  * (~50-100 us of tiny sections; a resumed spinner notices its preemption and leaves, and
  * a new one restarts the count at 0). */
@@ -267,12 +276,11 @@ static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 static bool mtx_spin(struct kl_mutex *m, struct kli_thread *self, struct kli_wait *w)
 {
 	uint64_t budget = kli_spin_budget(&m->spin_ns), now, left;
-
-	if (budget < MTX_SPIN_FLOOR_NS)
-		budget = MTX_SPIN_FLOOR_NS;
 	struct kli_spin s;
 	bool got = false;
 
+	if (budget < KLI_SPIN_MAX_NS)
+		budget = MTX_STALL_NS; /* short waits: no progress means a stalled holder */
 	kli_wait_spin(w);
 	kli_spin_start(&s, budget);
 	if (kli_osq_lock(&m->spinq, self, &s)) {

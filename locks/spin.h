@@ -68,7 +68,6 @@ static inline bool kli_spin_backoff(struct kli_spin *s)
 	return !kli_spin_expired(s);
 }
 
-/* Give the CPU away (to a preempted lock holder, typically). */
 /*
  * Paced polling, for a spinner that waits on a word another thread keeps taking (kl_mutex's
  * spin-queue head, kl_rwlock's spinning writer): the interval between two reads starts at
@@ -80,13 +79,21 @@ static inline bool kli_spin_backoff(struct kli_spin *s)
  */
 #define KLI_POLL_MIN_NS 50u
 #define KLI_POLL_MAX_NS 1000u
-/* A gap this long between two of the spinner's own clock reads means it lost its CPU:
- * threads outnumber CPUs, and spinning only takes time from the holder. Stop and sleep. */
-#define KLI_PREEMPTED_NS 50000u
+/* A gap this long between two of the spinner's own clock reads is not its relaxing (a
+ * relax hint is 10-140 cycles): an interrupt or the host had the CPU. It does not count
+ * against the budget. In a KVM guest the timer tick costs 20-100 us and comes to every
+ * CPU at about the same moment, so the holder most likely lost that time too. */
+#define KLI_STOLEN_NS 2000u
+/* A gap this long means the spinner lost its CPU to another thread: threads outnumber
+ * CPUs, and spinning only takes time from the holder. Stop and sleep. Longer than the
+ * tick and host stalls seen in guests (up to a few hundred us), shorter than the
+ * scheduler's slice (0.75-3 ms), which is what a preempting thread runs for. */
+#define KLI_PREEMPTED_NS 500000u
 
 struct kli_pace {
 	uint64_t interval;  /* cycles to relax after a look */
 	uint64_t cap;
+	uint64_t stolen;    /* a gap this long between two reads: time we did not spin */
 	uint64_t preempted; /* a gap this long between two reads: we lost the CPU */
 };
 
@@ -96,13 +103,29 @@ static inline void kli_pace_start(struct kli_pace *p, bool watch)
 {
 	p->interval = kli_ns_to_cycles(KLI_POLL_MIN_NS);
 	p->cap = kli_ns_to_cycles(KLI_POLL_MAX_NS);
+	p->stolen = kli_ns_to_cycles(KLI_STOLEN_NS);
 	p->preempted = watch ? kli_ns_to_cycles(KLI_PREEMPTED_NS) : UINT64_MAX;
+}
+
+/* One gap between two of the spinner's clock reads: time stolen by an interrupt or the
+ * host moves the budget's deadline and the current wait's end (*@until) out by as much.
+ * False when the gap is long enough to mean we lost the CPU to another thread. */
+static inline bool kli_pace_gap(const struct kli_pace *p, struct kli_spin *s, uint64_t gap,
+				uint64_t *until)
+{
+	if (kl_likely(gap <= p->stolen))
+		return true;
+	if (gap > p->preempted)
+		return false;
+	s->deadline += gap;
+	*until += gap;
+	return true;
 }
 
 /* After a look at the word: relaxes for the interval (counted from now, so a look that
  * missed the cache does not shorten the next wait), then doubles it (capped). False once
  * the budget @s is spent, or when we were descheduled while spinning. */
-static inline bool kli_pace(struct kli_pace *p, const struct kli_spin *s)
+static inline bool kli_pace(struct kli_pace *p, struct kli_spin *s)
 {
 	uint64_t now = kl_arch_cycles(), before, until = now + p->interval;
 
@@ -110,7 +133,7 @@ static inline bool kli_pace(struct kli_pace *p, const struct kli_spin *s)
 		kl_arch_relax();
 		before = now;
 		now = kl_arch_cycles();
-		if (kl_unlikely(now - before > p->preempted))
+		if (!kli_pace_gap(p, s, now - before, &until))
 			return false;
 	} while (now < until && now < s->deadline);
 	if (p->interval < p->cap)
@@ -118,6 +141,7 @@ static inline bool kli_pace(struct kli_pace *p, const struct kli_spin *s)
 	return now < s->deadline;
 }
 
+/* Give the CPU away (to a preempted lock holder, typically). */
 static inline void kli_yield(void)
 {
 	sched_yield();

@@ -210,6 +210,18 @@ static inline bool klt_fork_threads_ok(void)
 	return !KLOCK_TSAN && (v == NULL || strcmp(v, "1") != 0);
 }
 
+/* Whether wall-clock time here is what native code sees: a test that checks what a lock
+ * does within a span of microseconds (ride out a stall, rather than sleep) skips where
+ * it is not - under ThreadSanitizer, valgrind (one thread at a time) and emulation (the
+ * qemu stages run with KLTEST_SCALE below 1). */
+static inline bool klt_timing_faithful(void)
+{
+	const char *pre = getenv("LD_PRELOAD"), *scale = getenv("KLTEST_SCALE");
+
+	return !KLOCK_TSAN && (pre == NULL || strstr(pre, "vgpreload") == NULL) &&
+	       (scale == NULL || atof(scale) >= 1.0);
+}
+
 /* Whether a test may exhaust the address space with RLIMIT_AS (in a forked child that
  * starts threads): not under ASan/TSan (their shadow memory needs the address space) or
  * valgrind (its own allocations count against the limit), nor where a forked child of a

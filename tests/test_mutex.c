@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_mutex.c - kl_mutex: exclusion, try/timed semantics, hand-off, misuse. */
 #include <pthread.h>
+#include <sched.h>
 
 #include <klock/mutex.h>
 #include "kltest.h"
 #include "kl_internal.h"
+#include "mutex_impl.h"
 #include "park.h"
 
 _Static_assert(sizeof(struct kl_mutex) <= sizeof(pthread_mutex_t),
@@ -475,6 +477,101 @@ static void test_mutex_barges_past_a_polling_spinner_then_leaves_it_the_turn(voi
 	assert_int_equal(kl_mutex_destroy(&m), 0);
 }
 
+/* A holder that stalls (a host interrupt, a guest's timer tick) without releasing a lock
+ * whose waits are short, on another CPU than its waiter: the waiter rides the stall out
+ * instead of going to sleep (MTX_STALL_NS in locks/mutex.c). Each round takes a fresh
+ * lock (nothing learnt yet), waits until the waiter polls (SPINNER), keeps the lock
+ * STALL_HOLD_NS longer and looks whether the waiter parked. With a budget shorter than
+ * the stall it parks every round (20 of 20 before MTX_STALL_NS). A round may still see
+ * a sleep when the host stops the holder's CPU long enough (0-4 of 20 on the development
+ * VM, 11 in one noisy run), so the test fails only when three rounds in four park. The
+ * threads are pinned to two CPUs: on one, the waiter would have preempted its holder,
+ * and its spin could only end in a sleep. */
+#define STALL_ROUNDS 20
+#define STALL_HOLD_NS 15000u /* three times the spinner's floor, under MTX_STALL_NS */
+#define STALL_WAIT_NS 100000000u /* the waiter should poll well within 100 ms */
+
+struct stall {
+	struct kl_mutex m;
+	_Atomic int go;
+};
+
+static cpu_set_t one_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return set;
+}
+
+static void *stall_waiter(void *arg)
+{
+	struct stall *st = arg;
+
+	while (!atomic_load(&st->go))
+		kl_arch_relax();
+	kl_mutex_lock(&st->m);
+	kl_mutex_unlock(&st->m);
+	return NULL;
+}
+
+/* Relaxes until @bits show in the word or @ns pass; true if they showed. */
+static bool stall_until(struct kl_mutex *m, uintptr_t bits, uint64_t ns)
+{
+	uint64_t t0 = kl_arch_cycles(), span = kli_ns_to_cycles(ns);
+
+	while (kl_arch_cycles() - t0 < span)
+		if (atomic_load(&m->owner) & bits)
+			return true;
+	return false;
+}
+
+/* The first two CPUs we may run on, or false. */
+static bool two_cpus(cpu_set_t *mine, int cpu[2])
+{
+	int n = 0;
+
+	if (sched_getaffinity(0, sizeof(*mine), mine) != 0)
+		return false;
+	for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+		if (CPU_ISSET(c, mine))
+			cpu[n++] = c;
+	return n == 2;
+}
+
+static void test_mutex_waiter_rides_out_a_short_holder_stall(void **state)
+{
+	cpu_set_t mine, set;
+	unsigned parked = 0;
+	pthread_attr_t attr;
+	int cpu[2];
+	pthread_t t;
+
+	if (!klt_timing_faithful() || !two_cpus(&mine, cpu))
+		skip();
+	set = one_cpu(cpu[0]);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+	set = one_cpu(cpu[1]);
+	assert_int_equal(pthread_attr_init(&attr), 0);
+	assert_int_equal(pthread_attr_setaffinity_np(&attr, sizeof(set), &set), 0);
+	for (unsigned r = 0; r < STALL_ROUNDS; r++) {
+		struct stall st = { KL_MUTEX_INITIALIZER, 0 };
+
+		kl_mutex_lock(&st.m);
+		assert_int_equal(pthread_create(&t, &attr, stall_waiter, &st), 0);
+		atomic_store(&st.go, 1);
+		assert_true(stall_until(&st.m, KL_MUTEX_SPINNER_ | KLI_MTX_PARKED, STALL_WAIT_NS));
+		stall_until(&st.m, KLI_MTX_PARKED, STALL_HOLD_NS);
+		parked += (atomic_load(&st.m.owner) & KLI_MTX_PARKED) != 0;
+		kl_mutex_unlock(&st.m);
+		pthread_join(t, NULL);
+	}
+	pthread_attr_destroy(&attr);
+	assert_int_equal(sched_setaffinity(0, sizeof(mine), &mine), 0);
+	assert_true(parked < STALL_ROUNDS * 3 / 4);
+}
+
 static void *unlock_other_thread(void *arg)
 {
 	kl_mutex_unlock(arg);
@@ -590,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_mutex_misuse_is_reported),
 		cmocka_unit_test(test_mutex_inline_paths_register_then_wait_and_wake),
 		cmocka_unit_test(test_mutex_barges_past_a_polling_spinner_then_leaves_it_the_turn),
+		cmocka_unit_test(test_mutex_waiter_rides_out_a_short_holder_stall),
 		cmocka_unit_test(test_mutex_left_locked_by_an_exited_thread_has_no_owner),
 	};
 
