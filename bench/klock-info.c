@@ -3,12 +3,16 @@
  * bench/klock-info.c - what klock found on this machine, and what its substrate costs here:
  * the topology, the CPU-index source, what is sized from the CPU count, the fence mode,
  * and the price of the operations every lock's slow path is built from (heavy fence, wake
- * with nobody waiting, wait on a changed value, a wait/wake ping-pong between two threads).
+ * with nobody waiting, wait on a changed value, a wait/wake ping-pong between two threads),
+ * then how often a running thread loses its CPU for a moment (an interrupt, the host, the
+ * scheduler) and for how long: what a spinner's budget must ride out (kl_mutex's
+ * MTX_STALL_NS), and whether the two threads' stalls come together (a timer tick) or not.
  *
- *   klock-info            one table, about a second
+ *   klock-info            two tables, about two seconds
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -85,6 +89,96 @@ static double pingpong_ns(void)
 	return ns_per(t0, PINGPONGS);
 }
 
+/* CPU stalls: two threads read the clock in a loop; a gap between two reads longer than
+ * STALL_MIN_NS is time the thread did not run. */
+#define STALL_THREADS 2
+#define STALL_WINDOW_NS 1e9     /* how long each thread watches */
+#define STALL_MIN_NS 2000.0     /* a clock read takes 20-50 ns: a longer gap is a stall */
+#define STALL_MAX 65536         /* gaps recorded per thread (more are not counted) */
+#define STALL_BINS 7
+/* Upper bounds of the first six bins, us (the last bin is everything longer). */
+static const double stall_bound_us[STALL_BINS - 1] = { 5, 10, 20, 50, 100, 1000 };
+static const char *const stall_bin_name[STALL_BINS] = {
+	"2-5 us", "5-10 us", "10-20 us", "20-50 us", "50-100 us", "100 us-1 ms", "over 1 ms",
+};
+
+struct stalls {
+	double start[STALL_MAX], end[STALL_MAX]; /* ns, in order */
+	unsigned n;
+	double until;
+};
+
+static struct stalls stall_rec[STALL_THREADS];
+
+static double now_ns(void)
+{
+	return now_s() * NSEC_PER_SEC;
+}
+
+static void *stall_watch(void *arg)
+{
+	struct stalls *s = arg;
+	double prev = now_ns(), now;
+
+	while ((now = now_ns()) < s->until) {
+		if (now - prev > STALL_MIN_NS && s->n < STALL_MAX) {
+			s->start[s->n] = prev;
+			s->end[s->n++] = now;
+		}
+		prev = now;
+	}
+	return NULL;
+}
+
+static unsigned stall_bin(double ns)
+{
+	unsigned b = 0;
+
+	while (b < STALL_BINS - 1 && ns >= stall_bound_us[b] * 1000)
+		b++;
+	return b;
+}
+
+/* Counts each thread's gaps by length, and those that overlap a gap of the other thread
+ * (both sorted by start, neither overlapping itself: one pass each). */
+static void stall_count(unsigned total[STALL_BINS], unsigned shared[STALL_BINS])
+{
+	for (unsigned t = 0; t < STALL_THREADS; t++) {
+		const struct stalls *a = &stall_rec[t], *o = &stall_rec[1 - t];
+		unsigned j = 0;
+
+		for (unsigned i = 0; i < a->n; i++) {
+			unsigned b = stall_bin(a->end[i] - a->start[i]);
+
+			while (j < o->n && o->end[j] <= a->start[i])
+				j++;
+			total[b]++;
+			shared[b] += j < o->n && o->start[j] < a->end[i];
+		}
+	}
+}
+
+static void print_stalls(void)
+{
+	unsigned total[STALL_BINS] = { 0 }, shared[STALL_BINS] = { 0 };
+	pthread_t t[STALL_THREADS];
+	double until = now_ns() + STALL_WINDOW_NS;
+
+	for (unsigned i = 0; i < STALL_THREADS; i++) {
+		stall_rec[i].until = until;
+		pthread_create(&t[i], NULL, stall_watch, &stall_rec[i]);
+	}
+	for (unsigned i = 0; i < STALL_THREADS; i++)
+		pthread_join(t[i], NULL);
+	stall_count(total, shared);
+	printf("\n%-30s %14s %22s\n", "a running thread loses its CPU", "times/s/thread",
+	       "% while the other did");
+	for (unsigned b = 0; b < STALL_BINS; b++)
+		printf("%-30s %14.1f %21.0f%%\n", stall_bin_name[b],
+		       total[b] / (double)STALL_THREADS / (STALL_WINDOW_NS / NSEC_PER_SEC),
+		       total[b] ? 100.0 * shared[b] / total[b] : 0.0);
+}
+
 /* What klock sizes from the CPU count (checked against the OS by tests/test_scale.c). */
 static void print_sizes(const struct kl_topology *t)
 {
@@ -140,5 +234,6 @@ int main(void)
 		kl_wait(&word, 1, NULL);
 	printf("%-44s %10.1f\n", "kl_wait, value already changed", ns_per(t0, OPS));
 	printf("%-44s %10.1f\n", "wait/wake ping-pong, one way", pingpong_ns() / 2);
+	print_stalls();
 	return 0;
 }

@@ -11,6 +11,8 @@
   plot      --plot writes SVGs with gnuplot, and says so clearly without it
   ab        bench/preload_ab.py's ministat verdict: proven worse past the line, proven
             better, no difference, on a command whose figures are fixed per side
+  info      klock-info (next to klbench) prints its operation costs and its CPU-stall
+            table: every length bin, a rate and a share that are numbers in range
 """
 import csv
 import io
@@ -316,8 +318,36 @@ def test_ab(kb):
     return 1 if bad else 0
 
 
+STALL_BINS = ["2-5 us", "5-10 us", "10-20 us", "20-50 us", "50-100 us", "100 us-1 ms",
+              "over 1 ms"]
+
+
+def test_info(kb):
+    info = os.path.join(os.path.dirname(kb), "klock-info")
+    p = subprocess.run([info], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        return fail(f"klock-info exited {p.returncode}: {p.stderr.strip()}")
+    lines = p.stdout.splitlines()
+    if not any(line.startswith("wait/wake ping-pong, one way") for line in lines):
+        return fail("no ping-pong line in klock-info's operation table")
+    head = [i for i, line in enumerate(lines) if line.startswith("a running thread loses its CPU")]
+    if len(head) != 1:
+        return fail("no CPU-stall table in klock-info's output")
+    rows = lines[head[0] + 1:head[0] + 1 + len(STALL_BINS)]
+    for name, row in zip(STALL_BINS, rows + [""] * len(STALL_BINS)):
+        fields = row[len(name):].split() if row.startswith(name) else []
+        if len(fields) != 2 or not fields[1].endswith("%"):
+            return fail(f"stall row {name!r} missing or malformed: {row!r}")
+        rate, share = float(fields[0]), float(fields[1][:-1])
+        if rate < 0 or not 0 <= share <= 100:
+            return fail(f"stall row {name!r} out of range: {row!r}")
+        print(f"ok: {row}")
+    return 0
+
+
 TESTS = {"usage": test_usage, "adapters": test_adapters, "busted": test_busted, "output": test_output,
-         "latency": test_latency, "scenarios": test_scenarios, "plot": test_plot, "ab": test_ab}
+         "latency": test_latency, "scenarios": test_scenarios, "plot": test_plot, "ab": test_ab,
+         "info": test_info}
 
 if __name__ == "__main__":
     sys.exit(TESTS[sys.argv[1]](os.path.abspath(sys.argv[2])))
