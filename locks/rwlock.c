@@ -492,7 +492,8 @@ static int rw_write_try(struct kl_rwlock *rw, kli_owner_t self, memory_order ord
  * kl_mutex's spinner's (kli_pace: each look pulls the holder's line away), within a budget
  * of at least RW_WSPIN_FLOOR_NS; the budget is fixed (no restart on progress: a writer
  * cannot see another writer's barging), so it bounds the spin without kl_mutex's check
- * for a gap in our own clock. 0 once taken, or EAGAIN. */
+ * for a gap in our own clock, and time off the CPU does not spend it (kli_pace_gap()).
+ * 0 once taken, or EAGAIN. */
 static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
 {
 	uint64_t t0 = kl_arch_cycles();
