@@ -7,7 +7,8 @@
  * side. Uncontended: one CAS to lock, one CAS to unlock. Contended: spin (one spinner
  * on the word, polling at paced intervals; the rest queued on their own cache lines) for
  * as long as the lock keeps changing hands, but no longer than a learnt budget without
- * progress, then park. Userspace has no "is the owner on a CPU" test (the rseq
+ * progress (MTX_STALL_NS while the lock's waits are short: a holder stalled by the host
+ * or the timer tick is ridden out), then park. Userspace has no "is the owner on a CPU" test (the rseq
  * sched_state RFC is unmerged): "the lock is still moving" stands in for it.
  *
  * State word `owner` (uintptr_t; owner ids are multiples of 128, bits 0-6 are flags):
@@ -82,8 +83,8 @@
  * someone really sleeps; herd-free (one wake per unlock); bounded unfairness both ways.
  * Cons / limits: no priority inheritance (use a PI futex for that); the spin budget is a
  * guess (EWMA), not an owner-running test, so a preempted owner costs spinners up to the
- * budget (KLI_SPIN_MAX_NS; MTX_STALL_NS while the lock's waits are short); after a hand-off the lock is held by a thread that is still
- * waking up (microseconds). Waiters do not touch the mutex after a hand-off, but a woken
+ * budget (KLI_SPIN_MAX_NS; MTX_STALL_NS while the lock's waits are short); after a
+ * hand-off the lock is held by a thread that is still waking up (microseconds). Waiters do not touch the mutex after a hand-off, but a woken
  * waiter without one does (it retries): destroy only a mutex nobody waits on.
  */
 #include "mutex_impl.h"

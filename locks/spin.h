@@ -173,7 +173,8 @@ static inline void kli_spin_stall(struct kli_spin *s)
  * push it to the cap, never below what the waits need (a decaying rule - failures feed 0 -
  * locks itself into ever shorter budgets, more failures and a sleep per acquisition once a
  * few spins fail; measured in the two-thread duel). Updates are racy by design: a lost
- * update only delays adaptation. Only slow paths read or write it.
+ * update only delays adaptation. Only slow paths read or write it. kl_mutex stretches a
+ * budget that is under the cap to MTX_STALL_NS (mutex.c): short waits, a stalled holder.
  */
 #define KLI_SPIN_MIN_NS 1000u    /* floor: shorter than the cheapest park+unpark here */
 #define KLI_SPIN_MAX_NS 10000u   /* cap: ~2 futex wait/wake round trips (docs/substrate.md) */
