@@ -4,7 +4,9 @@
  *
  * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
  * reader count or the writer; contended lockers spin for a learnt time budget (a writer
- * for at least RW_WSPIN_FLOOR_NS, its polls paced as kl_mutex's spinner's), then sleep.
+ * for at least RW_WSPIN_FLOOR_NS, its polls paced as kl_mutex's spinner's; a writer
+ * spinning alone, as kl_mutex's spinner, while the lock keeps moving and with a turn
+ * every RW_PASS_MAX releases), then sleep.
  * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of
  * their own, writers and readers sleep on different futex words, and an unlock wakes one
  * writer or the readers - never a herd that mostly goes back to sleep. Added here: a
@@ -37,7 +39,9 @@
  * Side words: wwait (the writers' futex word; low 16 bits: writers asleep or about to
  * sleep; high 16 bits: wake-ups sent to them and not yet taken back, at most the low half -
  * one wake-up system call per sleep, not one per release while the woken writer is on its
- * way), wspin (writers spinning), rwait (low 32 bits: readers asleep or about to; high
+ * way), wspin (writers spinning), wpasses (write releases since a writer began spinning
+ * alone or last won, counted while it spins alone: its sign of progress and its turn, a
+ * relaxed hint; as kl_mutex's passes), rwait (low 32 bits: readers asleep or about to; high
  * 32 bits: read holds granted to them by a writer and not yet claimed), rseq (readers'
  * futex word), spin_ns (EWMA of successful spin times, spin.h), granted_at
  * (the coarse clock, ~1 us units, of the last hand-off to sleeping readers; 0: never;
@@ -63,7 +67,11 @@
  *      reader asleep at that moment before the next writer can get in; a release that
  *      does not hand off takes the no-grant path every release took before when all
  *      sleepers were granted (I1 unchanged: the counts decide who is woken).
- *      Writers among themselves barge (not FIFO); a writer woken and beaten retries.
+ *      Writers among themselves barge (not FIFO); a writer woken and beaten retries. A
+ *      writer spinning alone is not starved by one that releases and relocks at once:
+ *      after RW_PASS_MAX releases past it the releaser waits up to RW_POLITE_NS for the
+ *      free lock to be taken (kl_mutex's I3). Spinners in a crowd sleep when their fixed
+ *      budgets run out, and the sleep side's bounds apply.
  *
  * Memory ordering (labels at the sites).
  *   R1  read acquire CAS (count+1)              pairs with W2/G3 of the last writer
@@ -89,11 +97,14 @@
  *   H1  a realtime (bold) reader's granted_at = 0, released by its S1 RMW; pairs with
  *       H2, the releasing writer's acquire load of rwait: a writer that counts it sees
  *       the hand-off due (a hint otherwise: relaxed)
+ *   wspin and wpasses order nothing (relaxed): a count missed or lost only moves a
+ *   spinner's restart or turn; whoever takes the lock still does so by W1.
  *
  * Inline fast paths. klock/rwlock.h copies the two uncontended write steps into the
  * caller (C builds without instruments, as klock/mutex.h): W1 from 0 to the thread's
  * owner id (the exported TLS alias kl_mutex_self_) | WRLOCK, and the unlock's steps in
- * order - rwait read 0 (no readers to hand the lock to), W2 back to 0, the seq_cst loads
+ * order - rwait read 0 (no readers to hand the lock to), wspin not 1 (no lone spinner
+ * to count the release for: rw_pass), W2 back to 0, the seq_cst loads
  * of rwait and wwait - calling kl_rwlock_write_unlocked_() (rw_wake_after) only if a
  * sleeper counted itself. Any other case calls the exported function, which starts
  * afresh: a failed CAS changed nothing, so misuse is still caught there. The read side
@@ -115,7 +126,9 @@
  * Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
  * bounded starvation both ways; downgrade; timed variants. Cons / limits: readers share
  * one cache line (read scaling is the rmlock/pcpu_rwsem's job); no read recursion; writers
- * are not FIFO among themselves; fewer than 2^16 writers asleep per lock; WRWANT can be
+ * are not FIFO among themselves, and only a lone spinning writer gets kl_mutex's
+ * progress-restarted budget and turns (a crowd of spinners is not queued: each keeps a
+ * fixed budget); fewer than 2^16 writers asleep per lock; WRWANT can be
  * lost in a race (it is only a hint: readers then briefly overtake a sleeping writer,
  * which re-sets it on its next look).
  */
@@ -147,8 +160,23 @@ _Static_assert(RW_RD_BLOCK == KL_RWLOCK_RD_BLOCK_, "klock/rwlock.h's reader-bloc
 /* granted_at's clock: kli_now_ns() >> this (~1 us units; 32 bits wrap after ~73 min). */
 #define RW_CLOCK_SHIFT 10
 /* A spinning writer's budget never goes below this: its paced polls (spin.h) reach their
- * longest interval and look a few times (50 + 100 + ... + 1600 ns: 3.15 us). */
+ * longest interval and look a few times (50 + 100 + ... + 1000 ns, then 1000 ns apart). */
 #define RW_WSPIN_FLOOR_NS (4 * KLI_POLL_MAX_NS)
+/* A writer spinning alone, while the lock's waits are short, gets this long without
+ * progress: kl_mutex's MTX_STALL_NS (a holder stopped by the host or the guest's tick for
+ * 5-100 us is ridden out, not slept through). */
+#define RW_STALL_NS 40000u
+/* Write releases while a writer spins before the releaser leaves it the turn: kl_mutex's
+ * MTX_PASS_MAX, for the same trade (a long streak is the two-writer duel's throughput, a
+ * spinner's wait its price). */
+#define RW_PASS_MAX KL_MUTEX_PASS_MAX_
+/* How long a releaser leaving the turn waits for the free lock to be taken: more than a
+ * spinner's longest poll interval (kl_mutex's MTX_POLITE_NS). */
+#define RW_POLITE_NS 4000u
+_Static_assert(RW_POLITE_NS > 2 * KLI_POLL_MAX_NS, "a polite releaser outwaits one poll");
+/* After an offered turn nobody took (the spinner lost its CPU): releases before the next
+ * offer (kl_mutex's MTX_PASS_CREDIT). */
+#define RW_PASS_CREDIT 4096u
 
 _Atomic uint64_t kli_rw_handoff_every_ns = RW_HANDOFF_EVERY_NS;
 
@@ -482,32 +510,57 @@ static int rw_write_try(struct kl_rwlock *rw, kli_owner_t self, memory_order ord
 	}
 }
 
+/* What a spinning writer saw at its last look; a change in either is progress. */
+struct rw_seen {
+	uintptr_t word;   /* another writer, or fewer readers */
+	uint32_t passes;  /* a writer released and relocked between two looks (wpasses) */
+};
+
+static bool rw_moved(const struct kl_rwlock *rw, uintptr_t v, struct rw_seen *seen)
+{
+	uint32_t p = atomic_load_explicit(&rw->wpasses, memory_order_relaxed);
+	bool moved = v != seen->word || p != seen->passes;
+
+	seen->word = v;
+	seen->passes = p;
+	return moved;
+}
+
 /* Spins, counted in wspin, setting WRWANT when readers hold the lock so that they drain
  * (FreeBSD's WRITE_SPINNER, counted as OpenBSD counts sleepers). Against a writer it
  * leaves WRWANT alone: WRLOCK already keeps readers out, and the flag would only send
  * that writer's unlock (which expects self|WRLOCK) and its next lock (which expects 0)
- * down their slow paths - a mutex's spinner costs its holder nothing of the kind, and
- * writer against writer is where a rwlock should cost what a mutex costs. If a reader
- * gets in when that writer leaves, the next look sets WRWANT. Polls are paced in time as
- * kl_mutex's spinner's (kli_pace: each look pulls the holder's line away), within a budget
- * of at least RW_WSPIN_FLOOR_NS; the budget is fixed (no restart on progress: a writer
- * cannot see another writer's barging), so it bounds the spin without kl_mutex's check
- * for a gap in our own clock, and time off the CPU does not spend it (kli_pace_gap()).
- * 0 once taken, or EAGAIN. */
+ * down their slow paths. Writer against writer is where a rwlock should cost what a mutex
+ * costs, so a spinning writer works as kl_mutex's spinner does: polls paced in time
+ * (kli_pace: each look pulls the holder's line away), a budget that bounds time WITHOUT
+ * PROGRESS (RW_STALL_NS while the lock's waits are short), restarted when the word or
+ * wpasses moves - while wspin is 1, releases take the library's path, which counts them,
+ * so a writer that releases and relocks between two looks is seen - and a turn after
+ * RW_PASS_MAX of those (rw_pass). Only a writer spinning alone gets the restarts, the
+ * long budget and the turn: several spinners are not queued (kl_mutex's OSQ), so each
+ * keeps the fixed, learnt budget (at least RW_WSPIN_FLOOR_NS) and then sleeps, as all
+ * did before. Time off the CPU does not spend a budget (kli_pace_gap); losing the CPU
+ * ends the spin. 0 once taken, or EAGAIN. */
 static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
 {
-	uint64_t t0 = kl_arch_cycles();
+	uint64_t budget = kli_spin_budget(&rw->spin_ns), t0;
+	struct rw_seen seen = { 0, 0 };
 	struct kli_spin s;
 	struct kli_pace pace;
 	uintptr_t v;
 	int err;
+	bool alone = atomic_fetch_add_explicit(&rw->wspin, 1, memory_order_relaxed) == 0;
 
-	uint64_t budget = kli_spin_budget(&rw->spin_ns);
-
+	if (alone)  /* count the releases past us from now */
+		atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed);
+	if (alone && budget < KLI_SPIN_MAX_NS)
+		budget = RW_STALL_NS;
+	else if (budget < RW_WSPIN_FLOOR_NS)
+		budget = RW_WSPIN_FLOOR_NS;
 	kli_wait_spin(w);
-	kli_spin_start(&s, budget < RW_WSPIN_FLOOR_NS ? RW_WSPIN_FLOOR_NS : budget);
-	kli_pace_start(&pace, false);
-	atomic_fetch_add_explicit(&rw->wspin, 1, memory_order_relaxed);
+	kli_spin_start(&s, budget);
+	kli_pace_start(&pace, true);
+	t0 = kl_arch_cycles();
 	do {
 		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 		if (!(v & ~RW_WRWANT)) {
@@ -520,8 +573,16 @@ static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 							      memory_order_relaxed);
 		}
 		err = EAGAIN;
+		if (rw_moved(rw, v, &seen) &&
+		    atomic_load_explicit(&rw->wspin, memory_order_relaxed) == 1) {
+			kli_spin_start(&s, budget); /* the holder runs: restart the clock */
+			t0 = kl_arch_cycles();
+		}
 	} while (kli_pace(&pace, &s));
+	if (err == 0)  /* our turn came: the next spinner's count starts afresh */
+		atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&rw->wspin, 1, memory_order_relaxed);
+	/* Learn the last stretch without progress (what the budget bounds). */
 	kli_spin_learn(&rw->spin_ns, err == 0, kli_cycles_to_ns(kl_arch_cycles() - t0));
 	return err;
 }
@@ -685,18 +746,58 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
 	rw_wake_after(rw, n, holds + n);
 }
 
+/* Leaves the free lock to a spinning writer whose passes are used up (rw_pass): waits up
+ * to RW_POLITE_NS for anyone to take it. If nobody does (the spinner lost its CPU),
+ * RW_PASS_CREDIT more releases go by before the next offer. */
+static KL_NOINLINE void rw_polite(struct kl_rwlock *rw)
+{
+	struct kli_spin s;
+
+	kli_spin_start(&s, RW_POLITE_NS);
+	while (!(atomic_load_explicit(&rw->word, memory_order_relaxed) & ~RW_WRWANT)) {
+		if (!kli_spin_poll(&s)) {
+			atomic_store_explicit(&rw->wpasses, (uint32_t)-RW_PASS_CREDIT,
+					      memory_order_relaxed);
+			return;
+		}
+	}
+	atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed); /* taken: a new count */
+}
+
+/*
+ * After a write release, while one writer spins alone (I3): count the release in wpasses - the
+ * spinner sees the count move, so a lock that a writer releases and relocks between two
+ * of its looks shows progress - and after RW_PASS_MAX in a row leave it the turn
+ * (rw_polite). The count is a relaxed hint, written by the holder and by a spinner that
+ * starts or wins: a lost update moves one turn by a few releases.
+ */
+static inline void rw_pass(struct kl_rwlock *rw)
+{
+	uint32_t p;
+
+	if (kl_likely(atomic_load_explicit(&rw->wspin, memory_order_relaxed) != 1))
+		return; /* nobody, or a crowd: only a writer spinning alone restarts its budget */
+	p = atomic_load_explicit(&rw->wpasses, memory_order_relaxed) + 1;
+	atomic_store_explicit(&rw->wpasses, p, memory_order_relaxed);
+	if ((int32_t)p >= RW_PASS_MAX)
+		rw_polite(rw);
+}
+
 static KL_NOINLINE void rw_write_unlock_slow(struct kl_rwlock *rw, kli_owner_t self,
 					     const void *site)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 
-	if (self == 0 || rw_owner(v) != self || (v & RW_DESTROYED))
+	if (self == 0 || rw_owner(v) != self || (v & RW_DESTROYED)) {
 		rw_report(rw, (v & RW_DESTROYED) ? "use after destroy"
 			      : (v & RW_WRLOCK) ? "unlock by a thread that does not own the lock"
 						: "write unlock of a lock not write-held", site);
-	else
-		rw_write_leave(rw, v, 0);
+		kli_hook_released(rw, RW_KIND, 0);
+		return;
+	}
+	rw_write_leave(rw, v, 0);
 	kli_hook_released(rw, RW_KIND, 0);
+	rw_pass(rw);
 }
 
 /* A sleeper counted itself while we released (S1/S2 pairs): wake whoever it is. */
@@ -723,6 +824,7 @@ void kl_rwlock_init(struct kl_rwlock *rw)
 	atomic_store_explicit(&rw->spin_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->wspin, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->granted_at, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed);
 	kli_hook_created(rw, RW_KIND, 0);
 }
 
@@ -925,11 +1027,11 @@ void (kl_rwlock_write_unlock)(struct kl_rwlock *rw)
 		return;
 	}
 	if (kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
-			atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)) {
+			atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0))
 		rw_write_unlocked_slow(rw);
-		return;
-	}
-	kli_hook_released(rw, RW_KIND, 0);
+	else
+		kli_hook_released(rw, RW_KIND, 0);
+	rw_pass(rw); /* a writer spins alone: count the release (the inline unlock comes here) */
 }
 
 void kl_rwlock_write_downgrade(struct kl_rwlock *rw)

@@ -2,11 +2,14 @@
 /* tests/test_rwlock.c - kl_rwlock: sharing, exclusion, preference and hand-off, downgrade,
  * try/timed semantics, misuse. */
 #include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
 
 #include <klock/rwlock.h>
 #include "kltest.h"
 #include "kl_internal.h"
 #include "rwlock_impl.h"
+#include "spin.h"
 #include "thread.h"
 
 _Static_assert(sizeof(struct kl_rwlock) <= sizeof(pthread_rwlock_t),
@@ -658,6 +661,146 @@ static void test_rwlock_inline_read_unlock_wakes_a_sleeping_writer(void **state)
 	inline_unlock_wakes_a_sleeping_writer(true, true);
 }
 
+/* ---- writer against writer: progress and turns ------------------------------------------ */
+
+#define PASS_MAX 256      /* RW_PASS_MAX (rwlock.c): kl_mutex's KL_MUTEX_PASS_MAX_ */
+#define PASS_CREDIT 4096u /* RW_PASS_CREDIT (rwlock.c) */
+_Static_assert(PASS_MAX == KL_MUTEX_PASS_MAX_, "the rwlock's passes are the mutex's");
+
+/* White-box: while one writer spins alone (wspin 1), each write release is counted in
+ * wpasses (the spinner's sign of progress, and its turn), whether the unlock is inline or
+ * not; the PASS_MAX-th leaves the free lock to the spinner, and when nobody takes it (here
+ * nobody spins), the next offer is PASS_CREDIT releases away. With no spinner, or a crowd
+ * of them (which keep fixed budgets), nothing counts. */
+static void test_rwlock_releases_past_a_spinning_writer_are_counted(void **state)
+{
+	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
+
+	(void)state;
+	atomic_store(&l.wspin, 1); /* pose as a spinning writer */
+	for (uint32_t i = 1; i < PASS_MAX; i++) {
+		kl_rwlock_write_lock(&l);
+		kl_rwlock_write_unlock(&l);
+		assert_int_equal(atomic_load(&l.wpasses), i);
+	}
+	kl_rwlock_write_lock(&l);
+	kl_rwlock_write_unlock(&l); /* the turn: offered, not taken */
+	assert_int_equal(atomic_load(&l.wpasses), (uint32_t)-PASS_CREDIT);
+	assert_true(kl_rwlock_write_trylock(&l)); /* left free all the same */
+	kl_rwlock_write_unlock(&l);
+	assert_int_equal(atomic_load(&l.wpasses), (uint32_t)-PASS_CREDIT + 1);
+	for (uint32_t crowd = 0; crowd <= 2; crowd += 2) { /* nobody spins; two spin */
+		atomic_store(&l.wspin, crowd);
+		kl_rwlock_write_lock(&l);
+		kl_rwlock_write_unlock(&l);
+		assert_int_equal(atomic_load(&l.wpasses), (uint32_t)-PASS_CREDIT + 1);
+	}
+	atomic_store(&l.wspin, 0);
+	assert_int_equal(kl_rwlock_destroy(&l), 0);
+}
+
+/*
+ * Two writers on two CPUs: one releases and relocks at once, DUEL_ITERS sections in a
+ * row, each longer than a writer's no-progress budget could be before (its cap,
+ * KLI_SPIN_MAX_NS); the other wants the lock once meanwhile. It must spin through the
+ * other's streak - seeing progress it cannot see in the word, through the counted
+ * releases - and get its turn within PASS_MAX releases, without going to sleep. Before
+ * spinning writers saw those releases, the waiter's budget ran out in the first section
+ * and it slept in every round (20 of 20), and was woken to lose again. A round may still
+ * see a sleep or a late turn when the host stops a CPU long enough, so the test fails when
+ * three rounds in four do.
+ */
+#define DUEL_ROUNDS 20
+#define DUEL_ITERS (4 * PASS_MAX) /* the relocking writer's sections per round */
+#define DUEL_SECTION_NS 8000u     /* each held this long: > RW_WSPIN_FLOOR_NS, < RW_STALL_NS */
+_Static_assert(DUEL_SECTION_NS > 4 * KLI_POLL_MAX_NS, "a section outlasts a fresh lock's old budget");
+
+struct wduel {
+	struct kl_rwlock l;
+	_Atomic unsigned iters;   /* sections the relocker has finished */
+	_Atomic unsigned entered; /* sections it has begun */
+	_Atomic int done;
+};
+
+static cpu_set_t wduel_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return set;
+}
+
+static void *wduel_relocker(void *arg)
+{
+	struct wduel *d = arg;
+	uint64_t span = kli_ns_to_cycles(DUEL_SECTION_NS), t0;
+
+	for (unsigned i = 0; i < DUEL_ITERS && !atomic_load(&d->done); i++) {
+		kl_rwlock_write_lock(&d->l);
+		atomic_store(&d->entered, i + 1);
+		for (t0 = kl_arch_cycles(); kl_arch_cycles() - t0 < span;)
+			kl_arch_relax();
+		atomic_store(&d->iters, i + 1);
+		kl_rwlock_write_unlock(&d->l);
+	}
+	return NULL;
+}
+
+/* The waiter's one lock during the relocker's streak, from the start of a section: adds
+ * to *@late if it came only after the streak, to *@slept if the waiter slept (a
+ * voluntary context switch). */
+static void wduel_round(const pthread_attr_t *attr, unsigned *late, unsigned *slept)
+{
+	struct wduel d = { .l = KL_RWLOCK_INITIALIZER };
+	struct rusage r0, r1;
+	unsigned got_at;
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, attr, wduel_relocker, &d), 0);
+	while (atomic_load(&d.entered) < 2) /* lock as a section begins: all of it to wait */
+		kl_arch_relax();
+	assert_int_equal(getrusage(RUSAGE_THREAD, &r0), 0);
+	kl_rwlock_write_lock(&d.l);
+	got_at = atomic_load(&d.iters);
+	kl_rwlock_write_unlock(&d.l);
+	assert_int_equal(getrusage(RUSAGE_THREAD, &r1), 0);
+	atomic_store(&d.done, 1);
+	pthread_join(t, NULL);
+	*late += got_at >= DUEL_ITERS;
+	*slept += r1.ru_nvcsw != r0.ru_nvcsw;
+}
+
+static void test_rwlock_spinning_writer_gets_its_turn_without_sleeping(void **state)
+{
+	cpu_set_t mine, set;
+	unsigned late = 0, slept = 0;
+	pthread_attr_t attr;
+	int cpu[2], n = 0;
+
+	(void)state;
+	if (!klt_timing_faithful() || sched_getaffinity(0, sizeof(mine), &mine) != 0)
+		skip();
+	for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+		if (CPU_ISSET(c, &mine))
+			cpu[n++] = c;
+	if (n < 2)
+		skip();
+	set = wduel_cpu(cpu[0]);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+	set = wduel_cpu(cpu[1]);
+	assert_int_equal(pthread_attr_init(&attr), 0);
+	assert_int_equal(pthread_attr_setaffinity_np(&attr, sizeof(set), &set), 0);
+	for (unsigned r = 0; r < DUEL_ROUNDS; r++)
+		wduel_round(&attr, &late, &slept);
+	pthread_attr_destroy(&attr);
+	assert_int_equal(sched_setaffinity(0, sizeof(mine), &mine), 0);
+	print_message("spinning writer: %u of %u rounds late, %u slept\n", late, DUEL_ROUNDS,
+		      slept);
+	assert_true(late < DUEL_ROUNDS * 3 / 4);
+	assert_true(slept < DUEL_ROUNDS * 3 / 4);
+}
+
 static void test_rwlock_static_initializer_works(void **state)
 {
 	static struct kl_rwlock s = KL_RWLOCK_INITIALIZER;
@@ -796,6 +939,8 @@ int main(void)
 		cmocka_unit_test(test_rwlock_sleeping_writer_never_misses_its_wakeup),
 		cmocka_unit_test(test_rwlock_inline_write_unlock_wakes_a_sleeping_writer),
 		cmocka_unit_test(test_rwlock_inline_read_unlock_wakes_a_sleeping_writer),
+		cmocka_unit_test(test_rwlock_releases_past_a_spinning_writer_are_counted),
+		cmocka_unit_test(test_rwlock_spinning_writer_gets_its_turn_without_sleeping),
 		cmocka_unit_test(test_rwlock_static_initializer_works),
 		cmocka_unit_test(test_rwlock_misuse_is_reported),
 		cmocka_unit_test(test_rwlock_write_held_by_an_exited_thread_has_no_owner),

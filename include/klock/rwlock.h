@@ -64,10 +64,11 @@ struct kl_rwlock {
 	KL_ATOMIC(uint32_t) spin_ns; /* average time recent successful spins took */
 	KL_ATOMIC(uint32_t) wspin;   /* writers spinning for it */
 	KL_ATOMIC(uint32_t) granted_at; /* coarse clock of the last hand-off to readers */
+	KL_ATOMIC(uint32_t) wpasses; /* write releases while a writer spun, since one won */
 };
 
 /* A statically initialised rwlock needs no kl_rwlock_init() and no kl_rwlock_destroy(). */
-#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0 }
+#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** kl_rwlock_init - make @rw an unlocked rwlock. Never blocks. */
 KL_API void kl_rwlock_init(struct kl_rwlock *rw) KL_NONNULL(1);
@@ -125,7 +126,8 @@ KL_API int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec
  * kl_rwlock_write_unlock - release the exclusive hold (the caller's). Hands the lock to
  * every sleeping reader if there is one and the last hand-off is 1 ms old or more, else
  * wakes one sleeping writer (or the sleeping readers, with no writer waiting). Never
- * sleeps.
+ * sleeps. While one other writer spins waiting for @rw, one release in 256 leaves it the
+ * turn: it waits (spinning, at most a few microseconds) for the free lock to be taken.
  */
 KL_API void kl_rwlock_write_unlock(struct kl_rwlock *rw) KL_NONNULL(1);
 
@@ -163,12 +165,14 @@ KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NON
  * ---- inline fast paths ---------------------------------------------------------------
  * As klock/mutex.h's (the same build conditions; KLOCK_NO_INLINE forces the calls).
  * Write: the uncontended lock CASes the word from 0 to the caller's owner id | WRLOCK (W1
- * of locks/rwlock.c, acquire), and the unlock, while no reader sleeps, CASes it back to 0
+ * of locks/rwlock.c, acquire), and the unlock, while no reader sleeps and no writer spins
+ * alone (the library counts the releases such a writer sees go past it), CASes it to 0
  * (W2, seq_cst) and then loads the two sleeper counts (seq_cst: the store-buffering pair
  * with each sleeper's S1/S2 count-then-look). A sleeper counted calls the library's wake
  * half, kl_rwlock_write_unlocked_(). Anything else - an unregistered thread (id 0),
- * readers or a writer in the word, a flag, sleeping readers to hand the lock to, misuse -
- * calls the library, which starts afresh: a failed CAS changed nothing.
+ * readers or a writer in the word, a flag, sleeping readers to hand the lock to, a
+ * writer spinning alone, misuse - calls the library, which starts afresh: a failed CAS
+ * changed nothing.
  * Read: the lock CASes one more read hold into a word with no blocking bit (R1, acquire);
  * a blocking bit calls the library. The unlock is the library's whole: the seq_cst
  * fetch-sub (R2), then, only if the word before was the last read hold and a writer
@@ -199,6 +203,7 @@ static inline void kl_rwlock_write_unlock_inline(struct kl_rwlock *rw)
 	/* W2: release (seq_cst: store-buffering with S1/S2, then we read the counts). */
 	if (__builtin_expect(me != 0 &&
 				     atomic_load_explicit(&rw->rwait, memory_order_relaxed) == 0 &&
+				     atomic_load_explicit(&rw->wspin, memory_order_relaxed) != 1 &&
 				     atomic_compare_exchange_strong_explicit(
 					     &rw->word, &v, 0, memory_order_seq_cst,
 					     memory_order_relaxed),
