@@ -95,7 +95,6 @@ struct kli_pace {
 	uint64_t cap;
 	uint64_t stolen;    /* a gap this long between two reads: time we did not spin */
 	uint64_t preempted; /* a gap this long between two reads: we lost the CPU */
-	uint64_t last;      /* our last clock read (the look between two calls counts too) */
 };
 
 /* @watch: end the spin on a gap in our own clock (a spinner whose budget restarts on
@@ -106,7 +105,6 @@ static inline void kli_pace_start(struct kli_pace *p, bool watch)
 	p->cap = kli_ns_to_cycles(KLI_POLL_MAX_NS);
 	p->stolen = kli_ns_to_cycles(KLI_STOLEN_NS);
 	p->preempted = watch ? kli_ns_to_cycles(KLI_PREEMPTED_NS) : UINT64_MAX;
-	p->last = kl_arch_cycles();
 }
 
 /* One gap between two of the spinner's clock reads: time stolen by an interrupt or the
@@ -131,10 +129,6 @@ static inline bool kli_pace(struct kli_pace *p, struct kli_spin *s)
 {
 	uint64_t now = kl_arch_cycles(), before, until = now + p->interval;
 
-	/* The look since our last call: a stall there (an interrupt, the host) is stolen
-	 * time as much as one between two relax hints. */
-	if (!kli_pace_gap(p, s, now - p->last, &until))
-		return false;
 	do {
 		kl_arch_relax();
 		before = now;
@@ -144,7 +138,6 @@ static inline bool kli_pace(struct kli_pace *p, struct kli_spin *s)
 	} while (now < until && now < s->deadline);
 	if (p->interval < p->cap)
 		p->interval <<= 1;
-	p->last = now;
 	return now < s->deadline;
 }
 

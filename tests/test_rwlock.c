@@ -701,19 +701,19 @@ static void test_rwlock_releases_past_a_spinning_writer_are_counted(void **state
 
 /*
  * Two writers on two CPUs: one releases and relocks at once, DUEL_ITERS sections in a
- * row, each longer than a writer's no-progress budget could be before (its cap,
- * KLI_SPIN_MAX_NS); the other wants the lock once meanwhile. It must spin through the
- * other's streak - seeing progress it cannot see in the word, through the counted
- * releases - and get its turn within PASS_MAX releases, without going to sleep. Before
- * spinning writers saw those releases, the waiter's budget ran out in the first section
- * and it slept in every round (20 of 20), and was woken to lose again. A round may still
- * see a sleep or a late turn when the host stops a CPU long enough, so the test fails when
- * three rounds in four do.
+ * row; the other wants the lock once meanwhile, from the start of a section. It must spin
+ * through the other's streak - seeing progress it cannot see in the word, through the
+ * counted releases - and get its turn within PASS_MAX releases, without going to sleep.
+ * Before spinning writers saw those releases, a fresh lock's writer spun a fixed 4 us
+ * (RW_WSPIN_FLOOR_NS), less than one section: it slept in 40 of 40 rounds (three runs),
+ * and was woken to lose again. A round may still see a sleep or a late turn when the
+ * host stops the relocker's CPU long enough (3-12 rounds in 40 on the development VM), so
+ * the test fails when three rounds in four do.
  */
-#define DUEL_ROUNDS 20
+#define DUEL_ROUNDS 40
 #define DUEL_ITERS (4 * PASS_MAX) /* the relocking writer's sections per round */
-#define DUEL_SECTION_NS 8000u     /* each held this long: > RW_WSPIN_FLOOR_NS, < RW_STALL_NS */
-_Static_assert(DUEL_SECTION_NS > 4 * KLI_POLL_MAX_NS, "a section outlasts a fresh lock's old budget");
+#define DUEL_SECTION_NS 8000u     /* each held this long: > the old 4 us, < RW_STALL_NS */
+_Static_assert(DUEL_SECTION_NS > 4 * KLI_POLL_MAX_NS, "a section outlasts the old budget");
 
 struct wduel {
 	struct kl_rwlock l;
