@@ -103,11 +103,11 @@
  * Inline fast paths. klock/rwlock.h copies the two uncontended write steps into the
  * caller (C builds without instruments, as klock/mutex.h): W1 from 0 to the thread's
  * owner id (the exported TLS alias kl_mutex_self_) | WRLOCK, and the unlock's steps in
- * order - rwait read 0 (no readers to hand the lock to), wspin not 1 (no lone spinner
- * to count the release for: rw_pass), W2 back to 0, the seq_cst loads
+ * order - rwait read 0 (no readers to hand the lock to), W2 back to 0, the seq_cst loads
  * of rwait and wwait - calling kl_rwlock_write_unlocked_() (rw_wake_after) only if a
- * sleeper counted itself. Any other case calls the exported function, which starts
- * afresh: a failed CAS changed nothing, so misuse is still caught there. The read side
+ * sleeper counted itself, and kl_rwlock_count_pass_() (rw_pass) while wspin is 1. Any
+ * other case calls the exported function, which starts afresh: a failed CAS changed
+ * nothing, so misuse is still caught there. The read side
  * likewise: R1 once, into a word with no RW_RD_BLOCK bit (else the library), and the
  * whole unlock - R2, then rw_read_released_badly()'s test, and only if it holds the
  * library's rest, kl_rwlock_read_released_() (rw_read_released_slow: undo and report a
@@ -174,6 +174,7 @@ _Static_assert(RW_RD_BLOCK == KL_RWLOCK_RD_BLOCK_, "klock/rwlock.h's reader-bloc
  * spinner's longest poll interval (kl_mutex's MTX_POLITE_NS). */
 #define RW_POLITE_NS 4000u
 _Static_assert(RW_POLITE_NS > 2 * KLI_POLL_MAX_NS, "a polite releaser outwaits one poll");
+_Static_assert(RW_PASS_MAX == KL_MUTEX_PASS_MAX_, "kl_rwlock_count_pass_ uses the mutex's");
 /* After an offered turn nobody took (the spinner lost its CPU): releases before the next
  * offer (kl_mutex's MTX_PASS_CREDIT). */
 #define RW_PASS_CREDIT 4096u
@@ -534,7 +535,7 @@ static bool rw_moved(const struct kl_rwlock *rw, uintptr_t v, struct rw_seen *se
  * costs, so a spinning writer works as kl_mutex's spinner does: polls paced in time
  * (kli_pace: each look pulls the holder's line away), a budget that bounds time WITHOUT
  * PROGRESS (RW_STALL_NS while the lock's waits are short), restarted when the word or
- * wpasses moves - while wspin is 1, releases take the library's path, which counts them,
+ * wpasses moves - while wspin is 1, every write release counts itself there (rw_pass),
  * so a writer that releases and relocks between two looks is seen - and a turn after
  * RW_PASS_MAX of those (rw_pass). Only a writer spinning alone gets the restarts, the
  * long budget and the turn: several spinners are not queued (kl_mutex's OSQ), so each
@@ -746,10 +747,12 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
 	rw_wake_after(rw, n, holds + n);
 }
 
-/* Leaves the free lock to a spinning writer whose passes are used up (rw_pass): waits up
- * to RW_POLITE_NS for anyone to take it. If nobody does (the spinner lost its CPU),
- * RW_PASS_CREDIT more releases go by before the next offer. */
-static KL_NOINLINE void rw_polite(struct kl_rwlock *rw)
+/* Leaves the free lock to a writer spinning alone whose passes are used up
+ * (kl_rwlock_count_pass_): waits up to RW_POLITE_NS for anyone to take it. If nobody
+ * does (the spinner lost its CPU), RW_PASS_CREDIT more releases go by before the next
+ * offer. The counts are relaxed hints (written by the holder and by a spinner that starts
+ * or wins): a lost update moves one turn by a few releases. */
+static void rw_polite(struct kl_rwlock *rw)
 {
 	struct kli_spin s;
 
@@ -764,23 +767,22 @@ static KL_NOINLINE void rw_polite(struct kl_rwlock *rw)
 	atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed); /* taken: a new count */
 }
 
+void kl_rwlock_write_polite_(struct kl_rwlock *rw)
+{
+	rw_polite(rw);
+}
+
 /*
- * After a write release, while one writer spins alone (I3): count the release in wpasses - the
- * spinner sees the count move, so a lock that a writer releases and relocks between two
- * of its looks shows progress - and after RW_PASS_MAX in a row leave it the turn
- * (rw_polite). The count is a relaxed hint, written by the holder and by a spinner that
- * starts or wins: a lost update moves one turn by a few releases.
+ * After a write release, while one writer spins alone (I3): count the release in wpasses
+ * - the spinner sees the count move, so a lock that a writer releases and relocks between
+ * two of its looks shows progress - and after RW_PASS_MAX in a row leave it the turn
+ * (kl_rwlock_count_pass_, shared with klock/rwlock.h's inline unlock).
  */
 static inline void rw_pass(struct kl_rwlock *rw)
 {
-	uint32_t p;
-
-	if (kl_likely(atomic_load_explicit(&rw->wspin, memory_order_relaxed) != 1))
-		return; /* nobody, or a crowd: only a writer spinning alone restarts its budget */
-	p = atomic_load_explicit(&rw->wpasses, memory_order_relaxed) + 1;
-	atomic_store_explicit(&rw->wpasses, p, memory_order_relaxed);
-	if ((int32_t)p >= RW_PASS_MAX)
-		rw_polite(rw);
+	/* wspin 0 or a crowd: nothing to count (a crowd's spinners keep fixed budgets) */
+	if (kl_unlikely(atomic_load_explicit(&rw->wspin, memory_order_relaxed) == 1))
+		kl_rwlock_count_pass_(rw);
 }
 
 static KL_NOINLINE void rw_write_unlock_slow(struct kl_rwlock *rw, kli_owner_t self,
@@ -811,6 +813,7 @@ static KL_NOINLINE void rw_write_unlocked_slow(struct kl_rwlock *rw)
 void kl_rwlock_write_unlocked_(struct kl_rwlock *rw)
 {
 	rw_wake_after(rw, 0, 0);
+	rw_pass(rw);
 }
 
 /* ---- exported ------------------------------------------------------------------------------ */

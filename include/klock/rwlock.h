@@ -156,6 +156,25 @@ KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
  * concerns. Private; changes no lock state. */
 KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
 
+/* The turn of a writer spinning alone (locks/rwlock.c, rw_polite): the caller released
+ * @rw RW_PASS_MAX times in a row past it; wait a moment for it to take the free lock.
+ * Private. */
+KL_API void kl_rwlock_write_polite_(struct kl_rwlock *rw) KL_NONNULL(1);
+
+#ifndef __cplusplus
+/* Private (locks/rwlock.c and the inline unlock below). After a write release while one
+ * writer spins alone: count the release in wpasses, the spinner's sign of progress, and
+ * after KL_MUTEX_PASS_MAX_ in a row leave it the turn. A relaxed hint. */
+static inline void kl_rwlock_count_pass_(struct kl_rwlock *rw)
+{
+	uint32_t p = atomic_load_explicit(&rw->wpasses, memory_order_relaxed) + 1;
+
+	atomic_store_explicit(&rw->wpasses, p, memory_order_relaxed);
+	if (__builtin_expect((int32_t)p >= KL_MUTEX_PASS_MAX_, 0))
+		kl_rwlock_write_polite_(rw);
+}
+#endif
+
 /* The rest of kl_rwlock_read_unlock(), for the inline unlock below: the unlock dropped a
  * read hold from a word that was @old and found misuse (reported and undone here) or was
  * the last reader out with a writer asleep (woken here). Private. */
@@ -165,14 +184,13 @@ KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NON
  * ---- inline fast paths ---------------------------------------------------------------
  * As klock/mutex.h's (the same build conditions; KLOCK_NO_INLINE forces the calls).
  * Write: the uncontended lock CASes the word from 0 to the caller's owner id | WRLOCK (W1
- * of locks/rwlock.c, acquire), and the unlock, while no reader sleeps and no writer spins
- * alone (the library counts the releases such a writer sees go past it), CASes it to 0
+ * of locks/rwlock.c, acquire), and the unlock, while no reader sleeps, CASes it back to 0
  * (W2, seq_cst) and then loads the two sleeper counts (seq_cst: the store-buffering pair
  * with each sleeper's S1/S2 count-then-look). A sleeper counted calls the library's wake
- * half, kl_rwlock_write_unlocked_(). Anything else - an unregistered thread (id 0),
- * readers or a writer in the word, a flag, sleeping readers to hand the lock to, a
- * writer spinning alone, misuse - calls the library, which starts afresh: a failed CAS
- * changed nothing.
+ * half, kl_rwlock_write_unlocked_(); else a writer spinning alone gets the release
+ * counted (kl_rwlock_count_pass_). Anything else - an unregistered thread (id 0),
+ * readers or a writer in the word, a flag, sleeping readers to hand the lock to, misuse -
+ * calls the library, which starts afresh: a failed CAS changed nothing.
  * Read: the lock CASes one more read hold into a word with no blocking bit (R1, acquire);
  * a blocking bit calls the library. The unlock is the library's whole: the seq_cst
  * fetch-sub (R2), then, only if the word before was the last read hold and a writer
@@ -203,7 +221,6 @@ static inline void kl_rwlock_write_unlock_inline(struct kl_rwlock *rw)
 	/* W2: release (seq_cst: store-buffering with S1/S2, then we read the counts). */
 	if (__builtin_expect(me != 0 &&
 				     atomic_load_explicit(&rw->rwait, memory_order_relaxed) == 0 &&
-				     atomic_load_explicit(&rw->wspin, memory_order_relaxed) != 1 &&
 				     atomic_compare_exchange_strong_explicit(
 					     &rw->word, &v, 0, memory_order_seq_cst,
 					     memory_order_relaxed),
@@ -214,6 +231,10 @@ static inline void kl_rwlock_write_unlock_inline(struct kl_rwlock *rw)
 								  memory_order_seq_cst) != 0,
 				     0))
 			kl_rwlock_write_unlocked_(rw);
+		else if (__builtin_expect(atomic_load_explicit(&rw->wspin,
+							       memory_order_relaxed) == 1,
+					  0))
+			kl_rwlock_count_pass_(rw);
 		return;
 	}
 	(kl_rwlock_write_unlock)(rw);
