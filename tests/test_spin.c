@@ -61,8 +61,9 @@ static void test_spin_pace_stops_when_the_cpu_went_to_another_thread(void **stat
 	assert_false(kli_pace_gap(&x.p, &x.s, cycles(2ull * KLI_PREEMPTED_NS), &x.until));
 }
 
-/* A spinner with a fixed budget (kl_rwlock's writer) does not watch for a lost CPU: the
- * budget bounds its spinning, and time off the CPU is not spinning. */
+/* An unwatched spinner (none today: kl_mutex's and kl_rwlock's spinners both watch) does
+ * not end on a lost CPU: a fixed budget bounds its spinning, and time off the CPU is not
+ * spinning. */
 static void test_spin_pace_unwatched_credits_any_gap(void **state)
 {
 	uint64_t slice = cycles(2ull * KLI_PREEMPTED_NS);
