@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -220,6 +221,38 @@ static inline bool klt_timing_faithful(void)
 
 	return !KLOCK_TSAN && (pre == NULL || strstr(pre, "vgpreload") == NULL) &&
 	       (scale == NULL || atof(scale) >= 1.0);
+}
+
+/* Pins the calling thread to the first of the CPUs it may run on and makes @attr start
+ * threads on the second, for a test of two threads on two CPUs; *@mine keeps the
+ * caller's whole set for klt_unpin(). False (the test then skips) with fewer than two. */
+static inline bool klt_pin_pair(cpu_set_t *mine, pthread_attr_t *attr)
+{
+	int cpu[2], n = 0;
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(*mine), mine) != 0)
+		return false;
+	for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+		if (CPU_ISSET(c, mine))
+			cpu[n++] = c;
+	if (n < 2)
+		return false;
+	CPU_ZERO(&set);
+	CPU_SET(cpu[0], &set);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+	CPU_ZERO(&set);
+	CPU_SET(cpu[1], &set);
+	assert_int_equal(pthread_attr_init(attr), 0);
+	assert_int_equal(pthread_attr_setaffinity_np(attr, sizeof(set), &set), 0);
+	return true;
+}
+
+/* Undoes klt_pin_pair(). */
+static inline void klt_unpin(const cpu_set_t *mine, pthread_attr_t *attr)
+{
+	pthread_attr_destroy(attr);
+	assert_int_equal(sched_setaffinity(0, sizeof(*mine), mine), 0);
 }
 
 /* Whether a test may exhaust the address space with RLIMIT_AS (in a forked child that

@@ -496,15 +496,6 @@ struct stall {
 	_Atomic int go;
 };
 
-static cpu_set_t one_cpu(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return set;
-}
-
 static void *stall_waiter(void *arg)
 {
 	struct stall *st = arg;
@@ -527,34 +518,15 @@ static bool stall_until(struct kl_mutex *m, uintptr_t bits, uint64_t ns)
 	return false;
 }
 
-/* The first two CPUs we may run on, or false. */
-static bool two_cpus(cpu_set_t *mine, int cpu[2])
-{
-	int n = 0;
-
-	if (sched_getaffinity(0, sizeof(*mine), mine) != 0)
-		return false;
-	for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-		if (CPU_ISSET(c, mine))
-			cpu[n++] = c;
-	return n == 2;
-}
-
 static void test_mutex_waiter_rides_out_a_short_holder_stall(void **state)
 {
-	cpu_set_t mine, set;
+	cpu_set_t mine;
 	unsigned parked = 0;
 	pthread_attr_t attr;
-	int cpu[2];
 	pthread_t t;
 
-	if (!klt_timing_faithful() || !two_cpus(&mine, cpu))
+	if (!klt_timing_faithful() || !klt_pin_pair(&mine, &attr))
 		skip();
-	set = one_cpu(cpu[0]);
-	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
-	set = one_cpu(cpu[1]);
-	assert_int_equal(pthread_attr_init(&attr), 0);
-	assert_int_equal(pthread_attr_setaffinity_np(&attr, sizeof(set), &set), 0);
 	for (unsigned r = 0; r < STALL_ROUNDS; r++) {
 		struct stall st = { KL_MUTEX_INITIALIZER, 0 };
 
@@ -567,8 +539,7 @@ static void test_mutex_waiter_rides_out_a_short_holder_stall(void **state)
 		kl_mutex_unlock(&st.m);
 		pthread_join(t, NULL);
 	}
-	pthread_attr_destroy(&attr);
-	assert_int_equal(sched_setaffinity(0, sizeof(mine), &mine), 0);
+	klt_unpin(&mine, &attr);
 	assert_true(parked < STALL_ROUNDS * 3 / 4);
 }
 
