@@ -706,7 +706,7 @@ static void test_rwlock_releases_past_a_spinning_writer_are_counted(void **state
  * Before spinning writers saw those releases, a fresh lock's writer spun a fixed 4 us
  * (RW_WSPIN_FLOOR_NS), less than one section: it slept in 40 of 40 rounds (three runs),
  * and was woken to lose again. A round may still see a sleep or a late turn when the
- * host stops the relocker's CPU long enough (3-12 rounds in 40 on the development VM), so
+ * host stops the relocker's CPU long enough (1-8 rounds in 40 on the development VM), so
  * the test fails when three rounds in four do; rounds in which another thread took a CPU
  * are left out.
  */
