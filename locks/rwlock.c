@@ -752,7 +752,7 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
  * does (the spinner lost its CPU), RW_PASS_CREDIT more releases go by before the next
  * offer. The counts are relaxed hints (written by the holder and by a spinner that starts
  * or wins): a lost update moves one turn by a few releases. */
-static void rw_polite(struct kl_rwlock *rw)
+void kl_rwlock_write_polite_(struct kl_rwlock *rw)
 {
 	struct kli_spin s;
 
@@ -765,11 +765,6 @@ static void rw_polite(struct kl_rwlock *rw)
 		}
 	}
 	atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed); /* taken: a new count */
-}
-
-void kl_rwlock_write_polite_(struct kl_rwlock *rw)
-{
-	rw_polite(rw);
 }
 
 /*

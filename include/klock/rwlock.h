@@ -156,7 +156,7 @@ KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
  * concerns. Private; changes no lock state. */
 KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
 
-/* The turn of a writer spinning alone (locks/rwlock.c, rw_polite): the caller released
+/* The turn of a writer spinning alone (locks/rwlock.c): the caller released
  * @rw RW_PASS_MAX times in a row past it; wait a moment for it to take the free lock.
  * Private. */
 KL_API void kl_rwlock_write_polite_(struct kl_rwlock *rw) KL_NONNULL(1);
