@@ -8,7 +8,8 @@
  * on the word, polling at paced intervals; the rest queued on their own cache lines) for
  * as long as the lock keeps changing hands, but no longer than a learnt budget without
  * progress (MTX_STALL_NS while the lock's waits are short: a holder stalled by the host
- * or the timer tick is ridden out), then park. Userspace has no "is the owner on a CPU" test (the rseq
+ * or the timer tick is ridden out), then park. A holder that relocks at once keeps the
+ * lock for MTX_TURN_NS before the spinner claims its turn (I3). Userspace has no "is the owner on a CPU" test (the rseq
  * sched_state RFC is unmerged): "the lock is still moving" stands in for it.
  *
  * State word `owner` (uintptr_t; owner ids are multiples of 128, bits 0-6 are flags):
@@ -21,18 +22,20 @@
  *                     take the slow path and unpark one. Set by a parker under the bucket
  *                     lock (validate), cleared by the unparker under the same lock when
  *                     no sleeper remains; kept by every other transition.
- *   bit 1  SPINNER    the spin queue's head is polling the word. Makes the holder's unlock
- *                     take the slow path (one more CAS) and lets lockers count how often
- *                     they barged past the spinner (`passes`). Set and cleared only by the
- *                     spinner; kept by every other transition.
+ *   bit 1  SPINNER    the spin queue's head claims its turn: it has polled a held word for
+ *                     MTX_TURN_NS, and a locker that finds the lock free leaves it to the
+ *                     spinner (I3). Makes the holder's unlock take one more CAS and its
+ *                     next lock the slow path. Set and cleared only by the spinner; kept
+ *                     by every other transition.
  *   bit 2  DESTROYED  kl_mutex_destroy() stored KLI_MTX_POISON. Every CAS fails on it,
  *                     so misuse is detected on slow paths only.
  *   bits 3-6          always 0.
  *   0 = unlocked, nobody waiting: the only value the lock fast path accepts.
  * Other fields: `spinq` the OSQ tail (locks/osq.h); `spin_ns` the EWMA of recent successful
  * spin times (spin.h; written by the spin queue's head only); `passes` how many lockers
- * took the free lock past a polling spinner since the spinner last won (written by the
- * owner, and zeroed by a new spinner).
+ * took the free lock past a claimed turn (SPINNER set): the spinner sets it to
+ * MTX_PASS_MAX when it claims (no more barging), a polite locker whose spinner never came
+ * to -MTX_PASS_CREDIT, a barging owner adds one.
  *
  * Invariants.
  *   I1 A thread sleeps on the key only after validate saw the word held (owner != 0) and
@@ -44,12 +47,15 @@
  *      between, so no barging thread can take it.
  *   I3 Fairness. Sleepers: each unlock with PARKED dequeues the longest-queued sleeper; one
  *      that waited MTX_HANDOFF_NS or lost MTX_HANDOFF_LOSSES races after waking gets the
- *      lock handed over (Linux HANDOFF, WebKit's ~1 ms fair unlock). Spinner: a locker
- *      that finds the lock free while a spinner polls may take it at most MTX_PASS_MAX
- *      times in a row; then it leaves the lock to the spinner for up to MTX_POLITE_NS
- *      (bounded, so a preempted spinner cannot stall the lock). This is the "unlocker
- *      relocks at once and starves the spinner" case of the two-thread duel; the two
- *      threads end up alternating streaks of MTX_PASS_MAX acquisitions.
+ *      lock handed over (Linux HANDOFF, WebKit's ~1 ms fair unlock). Spinner: a holder
+ *      that releases and relocks at once (the two-thread duel) keeps the lock - the
+ *      spinner does not take the free word until it has seen it free at three looks in a
+ *      row (mtx_look_again), as a relocking holder's gaps are nanoseconds long - for
+ *      MTX_TURN_NS; then the spinner claims its turn (SPINNER) and the holder's next lock
+ *      leaves it the free lock for up to MTX_POLITE_NS (bounded, so a preempted spinner
+ *      cannot stall the lock). The two threads alternate streaks of about MTX_TURN_NS,
+ *      each run on one CPU with the line in its cache; swapping at every gap a spinner
+ *      catches costs the line's trips and both threads' slow paths each time.
  *
  * Memory ordering (labels appear at the sites).
  *   M1  acquire CAS taking the lock (fast path and slow path)   pairs with M2
@@ -72,9 +78,9 @@
  * Inline fast paths. klock/mutex.h does the uncontended lock (M1: CAS 0 -> owner id) and
  * unlock (M2: CAS owner id -> 0) inline in C builds without instruments, reading the owner
  * id through kl_mutex_self_ (an alias of kli_tls_owner). A CAS that failed on a word
- * whose only flag is SPINNER goes on inline with the duel's steps, from the value it
- * returned: the barge (kl_mutex_barge_) or the release keeping SPINNER
- * (kl_mutex_release_spinner_), static inline in the header and used by this file's fast
+ * whose only flag is SPINNER goes on inline from the value it returned: the release
+ * keeping SPINNER (kl_mutex_release_spinner_), or the barge past a claim while passes
+ * are left (kl_mutex_barge_), static inline in the header and used by this file's fast
  * paths too. Any other case calls kl_mutex_lock() / kl_mutex_unlock() here, which start
  * afresh (a failed CAS changed nothing). The call was a third of the uncontended pair (klbench latency: 7.5 ns through
  * the library, 5.0 inline).
@@ -98,10 +104,9 @@
 /* ... or one woken this many times without winning (Linux: once; one more keeps the
  * oversubscribed case from paying a wake-up latency per hand-off). */
 #define MTX_HANDOFF_LOSSES 2u
-/* Barging acquisitions past a polling spinner before a locker yields it the turn: the
- * duel's throughput lever (64 -> 256: 1.5x -> 1.9x pthread_mutex) against how long a
- * spinner waits (256 tiny sections: ~8 us; p99.9 wait 2.4 -> 6.8 us in the duel). */
-#define MTX_PASS_MAX KL_MUTEX_PASS_MAX_ /* 256, in klock/mutex.h for the inline lock */
+/* Barging acquisitions past a claimed turn before a locker yields it (in klock/mutex.h for
+ * the inline lock). A claim sets passes to it at once; it counts only after a credit. */
+#define MTX_PASS_MAX KL_MUTEX_PASS_MAX_
 /* How long a locker yielding its turn waits for the spinner to take the free lock: more
  * than the spinner's longest poll interval. */
 #define MTX_POLITE_NS 4000u
@@ -121,6 +126,20 @@ _Static_assert(KLI_SPIN_MAX_NS >= MTX_POLITE_NS + KLI_POLL_MAX_NS,
  * (~50-100 us of tiny sections; a resumed spinner notices its preemption and leaves, and
  * a new one restarts the count at 0). */
 #define MTX_PASS_CREDIT 4096
+/* How long the spinner lets a holder that keeps relocking keep the lock before it claims
+ * its turn (I3): the duel's throughput lever (each turn costs the line's trips and both
+ * threads' slow paths, ~1 us here) against how long a spinner waits. Under the spinner's
+ * budget cap, so that it claims its turn before it could give up on a holder it cannot
+ * see move. */
+#define MTX_TURN_NS 8000u
+_Static_assert(MTX_TURN_NS + KLI_POLL_MAX_NS < KLI_SPIN_MAX_NS, "the turn comes within the budget");
+/* Before its turn, the spinner takes a free lock at the third look in a row that finds it
+ * free, MTX_CONFIRM_NS apart (mtx_look_again): far longer than a holder's
+ * release-to-relock gap, short against a wait. One more look catches a relocking holder
+ * about a third less often than one (a free gap is a sizeable part of a tight loop): 10%
+ * more duel throughput. */
+#define MTX_CONFIRM_LOOKS 2
+#define MTX_CONFIRM_NS 250u
 
 #define MTX_KIND KLI_KIND_MUTEX
 
@@ -163,8 +182,8 @@ static inline void mtx_count_pass(struct kl_mutex *m, uintptr_t v)
 }
 
 /*
- * A spinner polls the free lock and we have barged past it MTX_PASS_MAX times: leave it
- * the lock. Returns 0 if we took it after all (the spinner never came: it is preempted),
+ * A spinner claimed its turn (and the passes a credit granted are used up): leave it the
+ * free lock. Returns 0 if we took it after all (the spinner never came: it is preempted),
  * EAGAIN when the spinner (or anyone) took it.
  */
 static int mtx_polite(struct kl_mutex *m, kli_owner_t me)
@@ -231,17 +250,47 @@ static bool mtx_unspin(struct kl_mutex *m, kli_owner_t me)
 }
 
 /*
+ * The spinner saw the word free before its turn (SPINNER clear). A holder that releases
+ * and relocks at once (the duel) leaves such a gap every few nanoseconds; taking it only
+ * swaps the two threads' roles, at the price of the line's trips and of both threads'
+ * slow paths (streaks of 1-16 acquisitions, a million swaps a second, a third of the
+ * throughput on the development VM). So look again, MTX_CONFIRM_NS later (twice:
+ * MTX_CONFIRM_LOOKS): still free, and the holder has gone. Returns the word at that look.
+ */
+static uintptr_t mtx_look_again(struct kl_mutex *m)
+{
+	uint64_t t0 = kl_arch_cycles(), wait = kli_ns_to_cycles(MTX_CONFIRM_NS);
+
+	while (kl_arch_cycles() - t0 < wait)
+		kl_arch_relax();
+	return atomic_load_explicit(&m->owner, memory_order_relaxed);
+}
+
+/* Our turn is due (the holder kept the lock MTX_TURN_NS): set SPINNER, which sends the
+ * holder's next lock to mtx_try(), where it leaves us the free lock (mtx_polite). */
+static void mtx_claim_turn(struct kl_mutex *m, uintptr_t *v, struct kli_pace *pace)
+{
+	if (atomic_compare_exchange_weak_explicit(&m->owner, v, *v | KLI_MTX_SPINNER,
+						  memory_order_relaxed, memory_order_relaxed)) {
+		atomic_store_explicit(&m->passes, MTX_PASS_MAX, memory_order_relaxed);
+		kli_pace_start(pace, true); /* the holder will wait for us: look soon */
+	}
+}
+
+/*
  * Polls the word as the spin queue's head until it is ours or @s runs out. The budget
- * bounds time WITHOUT PROGRESS: while the lock keeps changing hands (another owner, or
- * another barging pass) its holder is evidently running, so the budget restarts - the
- * userspace stand-in for Linux's "spin while the owner is on a CPU". A holder that is
- * preempted or in a long section makes no progress, and we go to sleep.
+ * bounds time WITHOUT PROGRESS: while the lock changes hands (another owner, or a release
+ * we saw) its holder is evidently running, so the budget restarts - the userspace
+ * stand-in for Linux's "spin while the owner is on a CPU". A holder that is preempted or
+ * in a long section makes no progress, and we go to sleep. A holder that keeps relocking
+ * keeps the lock until our turn (I3).
  */
 static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 		     uint64_t budget_ns)
 {
 	uintptr_t v = atomic_load_explicit(&m->owner, memory_order_relaxed), seen = v;
-	uint32_t passes = atomic_load_explicit(&m->passes, memory_order_relaxed), p;
+	uint64_t turn = kl_arch_cycles() + kli_ns_to_cycles(MTX_TURN_NS);
+	unsigned looks = 0; /* looks in a row that saw the word free */
 	struct kli_pace pace;
 
 	kli_pace_start(&pace, true);
@@ -249,25 +298,25 @@ static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 		if (v & KLI_MTX_DESTROYED)
 			return false;
 		if (kli_mtx_owner(v) == 0) {
-			if (mtx_take(m, &v, me, true))
+			if (!(v & KLI_MTX_SPINNER) && looks < MTX_CONFIRM_LOOKS) {
+				if (looks++ == 0)
+					kli_spin_start(s, budget_ns); /* progress: a release */
+				v = mtx_look_again(m);
+			} else if (mtx_take(m, &v, me, true)) {
 				return true;
+			}
 			continue;
 		}
-		if (!(v & KLI_MTX_SPINNER)) {
-			/* Announce ourselves: lockers now count the times they barge past us. */
-			if (atomic_compare_exchange_weak_explicit(&m->owner, &v, v | KLI_MTX_SPINNER,
-								  memory_order_relaxed,
-								  memory_order_relaxed))
-				atomic_store_explicit(&m->passes, 0, memory_order_relaxed);
+		looks = 0;
+		if (!(v & KLI_MTX_SPINNER) && kl_arch_cycles() >= turn) {
+			mtx_claim_turn(m, &v, &pace);
 			continue;
 		}
 		if (!kli_pace(&pace, s))
 			return mtx_unspin(m, me);
 		v = atomic_load_explicit(&m->owner, memory_order_relaxed);
-		p = atomic_load_explicit(&m->passes, memory_order_relaxed);
-		if (kli_mtx_owner(v) != kli_mtx_owner(seen) || p != passes) {
-			seen = v; /* progress: the holder runs; the no-progress clock restarts */
-			passes = p;
+		if (kli_mtx_owner(v) != kli_mtx_owner(seen)) {
+			seen = v; /* progress: another owner; the no-progress clock restarts */
 			kli_spin_start(s, budget_ns);
 		}
 	}

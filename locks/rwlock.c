@@ -5,8 +5,8 @@
  * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
  * reader count or the writer; contended lockers spin for a learnt time budget (a writer
  * for at least RW_WSPIN_FLOOR_NS, its polls paced as kl_mutex's spinner's; a writer
- * spinning alone, as kl_mutex's spinner, while the lock keeps moving and with a turn
- * every RW_PASS_MAX releases), then sleep.
+ * spinning alone, as kl_mutex's spinner, while the lock keeps moving, leaving a relocking
+ * writer the lock until its turn after RW_TURN_NS or RW_PASS_MAX releases), then sleep.
  * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of
  * their own, writers and readers sleep on different futex words, and an unlock wakes one
  * writer or the readers - never a herd that mostly goes back to sleep. Added here: a
@@ -68,9 +68,11 @@
  *      does not hand off takes the no-grant path every release took before when all
  *      sleepers were granted (I1 unchanged: the counts decide who is woken).
  *      Writers among themselves barge (not FIFO); a writer woken and beaten retries. A
- *      writer spinning alone is not starved by one that releases and relocks at once:
- *      after RW_PASS_MAX releases past it the releaser waits up to RW_POLITE_NS for the
- *      free lock to be taken (kl_mutex's I3). Spinners in a crowd sleep when their fixed
+ *      writer spinning alone lets one that releases and relocks at once keep the lock
+ *      (it does not take a free word less than RW_CONFIRM_NS after a counted release),
+ *      and is not starved by it: after RW_TURN_NS it claims its turn (wpasses set to
+ *      RW_PASS_MAX), and after RW_PASS_MAX releases past it, or a claim, the releaser
+ *      waits up to RW_POLITE_NS for the free lock to be taken (kl_mutex's I3). Spinners in a crowd sleep when their fixed
  *      budgets run out, and the sleep side's bounds apply.
  *
  * Memory ordering (labels at the sites).
@@ -166,9 +168,8 @@ _Static_assert(RW_RD_BLOCK == KL_RWLOCK_RD_BLOCK_, "klock/rwlock.h's reader-bloc
  * progress: kl_mutex's MTX_STALL_NS (a holder stopped by the host or the guest's tick for
  * 5-100 us is ridden out, not slept through). */
 #define RW_STALL_NS 40000u
-/* Write releases while a writer spins before the releaser leaves it the turn: kl_mutex's
- * MTX_PASS_MAX, for the same trade (a long streak is the two-writer duel's throughput, a
- * spinner's wait its price). */
+/* Write releases while a writer spins before the releaser leaves it the turn even if the
+ * spinner has not claimed it (sections of a few ns): kl_mutex's MTX_PASS_MAX. */
 #define RW_PASS_MAX KL_MUTEX_PASS_MAX_
 /* How long a releaser leaving the turn waits for the free lock to be taken: more than a
  * spinner's longest poll interval (kl_mutex's MTX_POLITE_NS). */
@@ -178,6 +179,12 @@ _Static_assert(RW_PASS_MAX == KL_MUTEX_PASS_MAX_, "kl_rwlock_count_pass_ uses th
 /* After an offered turn nobody took (the spinner lost its CPU): releases before the next
  * offer (kl_mutex's MTX_PASS_CREDIT). */
 #define RW_PASS_CREDIT 4096u
+/* How long a writer spinning alone lets a writer that keeps relocking keep the lock
+ * before it claims its turn (kl_mutex's MTX_TURN_NS). */
+#define RW_TURN_NS 8000u
+/* A free word this soon after the last counted release is a relocking writer's gap, not
+ * a writer gone (kl_mutex's MTX_CONFIRM_NS). */
+#define RW_CONFIRM_NS 250u
 
 _Atomic uint64_t kli_rw_handoff_every_ns = RW_HANDOFF_EVERY_NS;
 
@@ -515,6 +522,7 @@ static int rw_write_try(struct kl_rwlock *rw, kli_owner_t self, memory_order ord
 struct rw_seen {
 	uintptr_t word;   /* another writer, or fewer readers */
 	uint32_t passes;  /* a writer released and relocked between two looks (wpasses) */
+	uint64_t since;   /* when passes last moved (cycles) */
 };
 
 static bool rw_moved(const struct kl_rwlock *rw, uintptr_t v, struct rw_seen *seen)
@@ -522,9 +530,38 @@ static bool rw_moved(const struct kl_rwlock *rw, uintptr_t v, struct rw_seen *se
 	uint32_t p = atomic_load_explicit(&rw->wpasses, memory_order_relaxed);
 	bool moved = v != seen->word || p != seen->passes;
 
+	if (p != seen->passes)
+		seen->since = kl_arch_cycles();
 	seen->word = v;
 	seen->passes = p;
 	return moved;
+}
+
+static inline bool rw_alone(const struct kl_rwlock *rw)
+{
+	return atomic_load_explicit(&rw->wspin, memory_order_relaxed) == 1;
+}
+
+/* A writer spinning alone found the lock free: is its holder releasing and relocking it
+ * (wpasses moved less than RW_CONFIRM_NS ago), short of our turn? Then the free word is a
+ * gap between two of that writer's sections, and taking it would only swap the roles at
+ * the price of the line's trips and both writers' slow paths (kl_mutex's mtx_look_again:
+ * streaks of 1-16 sections instead of hundreds). */
+static bool rw_cycling(const struct kl_rwlock *rw, const struct rw_seen *seen)
+{
+	return rw_alone(rw) && (int32_t)seen->passes < RW_PASS_MAX &&
+	       kl_arch_cycles() - seen->since < kli_ns_to_cycles(RW_CONFIRM_NS);
+}
+
+/* A writer spinning alone claims its turn from a writer that kept the lock RW_TURN_NS:
+ * its next release leaves us the lock (kl_rwlock_count_pass_). The holder may overwrite
+ * the claim with its own count (both relaxed); the next look claims again. */
+static void rw_claim_turn(struct kl_rwlock *rw, struct kli_pace *pace)
+{
+	if ((int32_t)atomic_load_explicit(&rw->wpasses, memory_order_relaxed) < RW_PASS_MAX) {
+		atomic_store_explicit(&rw->wpasses, RW_PASS_MAX, memory_order_relaxed);
+		kli_pace_start(pace, true); /* the holder will wait for us: look soon */
+	}
 }
 
 /* Spins, counted in wspin, setting WRWANT when readers hold the lock so that they drain
@@ -536,19 +573,21 @@ static bool rw_moved(const struct kl_rwlock *rw, uintptr_t v, struct rw_seen *se
  * (kli_pace: each look pulls the holder's line away), a budget that bounds time WITHOUT
  * PROGRESS (RW_STALL_NS while the lock's waits are short), restarted when the word or
  * wpasses moves - while wspin is 1, every write release counts itself there (rw_pass),
- * so a writer that releases and relocks between two looks is seen - and a turn after
- * RW_PASS_MAX of those (rw_pass). Only a writer spinning alone gets the restarts, the
- * long budget and the turn: several spinners are not queued (kl_mutex's OSQ), so each
+ * so a writer that releases and relocks between two looks is seen - a free word left to
+ * that writer (rw_cycling), and a turn claimed after RW_TURN_NS (rw_claim_turn) or given
+ * after RW_PASS_MAX releases (rw_pass). Only a writer spinning alone gets the restarts,
+ * the long budget and the turn: several spinners are not queued (kl_mutex's OSQ), so each
  * keeps the fixed, learnt budget (at least RW_WSPIN_FLOOR_NS) and then sleeps, as all
  * did before. Time off the CPU does not spend a budget (kli_pace_gap); losing the CPU
  * ends the spin. 0 once taken, or EAGAIN. */
 static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
 {
-	uint64_t budget = kli_spin_budget(&rw->spin_ns), t0;
-	struct rw_seen seen = { 0, 0 };
+	uint64_t budget = kli_spin_budget(&rw->spin_ns), t0, turn;
+	struct rw_seen seen = { 0, 0, 0 };
 	struct kli_spin s;
 	struct kli_pace pace;
 	uintptr_t v;
+	bool moved;
 	int err;
 	bool alone = atomic_fetch_add_explicit(&rw->wspin, 1, memory_order_relaxed) == 0;
 
@@ -562,20 +601,25 @@ static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 	kli_spin_start(&s, budget);
 	kli_pace_start(&pace, true);
 	t0 = kl_arch_cycles();
+	seen.since = t0;
+	turn = t0 + kli_ns_to_cycles(RW_TURN_NS);
 	do {
 		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+		moved = rw_moved(rw, v, &seen);
+		err = EAGAIN;
 		if (!(v & ~RW_WRWANT)) {
-			err = rw_write_try(rw, self, memory_order_relaxed);
+			if (!rw_cycling(rw, &seen))
+				err = rw_write_try(rw, self, memory_order_relaxed);
 			if (err != EAGAIN)
 				break;
 		} else if (!(v & (RW_WRLOCK | RW_WRWANT | RW_DESTROYED))) {
 			atomic_compare_exchange_weak_explicit(&rw->word, &v, v | RW_WRWANT,
 							      memory_order_relaxed,
 							      memory_order_relaxed);
+		} else if ((v & RW_WRLOCK) && alone && kl_arch_cycles() >= turn) {
+			rw_claim_turn(rw, &pace);
 		}
-		err = EAGAIN;
-		if (rw_moved(rw, v, &seen) &&
-		    atomic_load_explicit(&rw->wspin, memory_order_relaxed) == 1) {
+		if (moved && rw_alone(rw)) {
 			kli_spin_start(&s, budget); /* the holder runs: restart the clock */
 			t0 = kl_arch_cycles();
 		}

@@ -255,6 +255,62 @@ static inline void klt_unpin(const cpu_set_t *mine, pthread_attr_t *attr)
 	assert_int_equal(sched_setaffinity(0, sizeof(*mine), mine), 0);
 }
 
+/*
+ * The two-thread duel, for a lock's fairness between a holder that relocks at once and a
+ * spinner: two threads pinned to two CPUs each run KLT_DUEL_OPS one-word sections through
+ * @lock/@unlock of @lk; returns the mean streak, the sections one thread ran in a row
+ * before the other got the lock. A spinner that takes every free gap it catches swaps the
+ * threads every few sections; one that leaves a relocking holder its streak until its
+ * turn, every few hundred.
+ */
+#define KLT_DUEL_OPS 200000u
+
+struct klt_duel {
+	void (*lock)(void *), (*unlock)(void *);
+	void *lk;
+	_Atomic int go;
+	int last;               /* the thread that ran the last section (in the section) */
+	unsigned long switches; /* sections run by the other thread than the one before */
+};
+
+struct klt_duelist {
+	struct klt_duel *d;
+	int id;
+};
+
+static inline void *klt_duel_thread(void *arg)
+{
+	struct klt_duelist *me = arg;
+	struct klt_duel *d = me->d;
+
+	atomic_fetch_add(&d->go, 1);
+	while (atomic_load(&d->go) < 2)
+		sched_yield();
+	for (unsigned i = 0; i < KLT_DUEL_OPS; i++) {
+		d->lock(d->lk);
+		if (d->last != me->id) {
+			d->switches++;
+			d->last = me->id;
+		}
+		d->unlock(d->lk);
+	}
+	return NULL;
+}
+
+/* Runs the duel on the CPUs of klt_pin_pair(); the mean streak (sections per switch). */
+static inline double klt_duel_streak(void (*lock)(void *), void (*unlock)(void *), void *lk,
+				     const pthread_attr_t *attr)
+{
+	struct klt_duel d = { lock, unlock, lk, 0, -1, 0 };
+	struct klt_duelist a = { &d, 0 }, b = { &d, 1 };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, attr, klt_duel_thread, &b), 0);
+	klt_duel_thread(&a);
+	pthread_join(t, NULL);
+	return 2.0 * KLT_DUEL_OPS / (double)d.switches;
+}
+
 /* Whether a test may exhaust the address space with RLIMIT_AS (in a forked child that
  * starts threads): not under ASan/TSan (their shadow memory needs the address space) or
  * valgrind (its own allocations count against the limit), nor where a forked child of a

@@ -442,11 +442,12 @@ static void test_mutex_inline_paths_register_then_wait_and_wake(void **state)
 	kl_mutex_unlock(&m);
 }
 
-/* The duel's steps: a spinner polls the free lock (the word is exactly SPINNER), and a
- * locker takes it past the spinner, counting the pass, then releases it keeping the bit;
- * once the passes are used up it leaves the spinner the turn (invariant I3 of
- * locks/mutex.c) instead of taking it again. The spinner's state is written by hand. */
-static void test_mutex_barges_past_a_polling_spinner_then_leaves_it_the_turn(void **state)
+/* A spinner's claimed turn (the word is exactly SPINNER): with passes left (a credit), a
+ * locker takes the free lock past the claim, counting the pass, then releases it keeping
+ * the bit; once the passes are used up (a claim sets them so) it leaves the spinner the
+ * turn (invariant I3 of locks/mutex.c) instead of taking it again. The spinner's state is
+ * written by hand. */
+static void test_mutex_barges_past_a_claimed_turn_only_while_passes_last(void **state)
 {
 	struct kl_mutex m = KL_MUTEX_INITIALIZER;
 	uintptr_t me;
@@ -474,6 +475,43 @@ static void test_mutex_barges_past_a_polling_spinner_then_leaves_it_the_turn(voi
 	kl_mutex_unlock(&m);
 	assert_int_equal(atomic_load(&m.owner), KL_MUTEX_SPINNER_);
 	atomic_store(&m.owner, 0); /* the hand-made spinner leaves */
+	assert_int_equal(kl_mutex_destroy(&m), 0);
+}
+
+static void duel_lock(void *m)
+{
+	kl_mutex_lock(m);
+}
+
+static void duel_unlock(void *m)
+{
+	kl_mutex_unlock(m);
+}
+
+/* The two-thread duel (klt_duel_streak): the spinner takes the free lock only once it has
+ * seen it free for a while, or at its turn, so each thread runs long streaks on its own
+ * CPU. Taking every gap it caught gave a best mean of 6.6-7.7 sections on the
+ * development VM (debugoptimized build); now 182-186. The best of three runs must reach
+ * DUEL_MIN_STREAK (a thread preempted mid-run only lengthens the streaks). */
+#define DUEL_MIN_STREAK 64.0
+
+static void test_mutex_spinner_leaves_a_relocking_holder_its_streak(void **state)
+{
+	struct kl_mutex m = KL_MUTEX_INITIALIZER;
+	double best = 0, streak;
+	pthread_attr_t attr;
+	cpu_set_t mine;
+
+	(void)state;
+	if (!klt_timing_faithful() || !klt_pin_pair(&mine, &attr))
+		skip();
+	for (int r = 0; r < 3; r++) {
+		streak = klt_duel_streak(duel_lock, duel_unlock, &m, &attr);
+		best = streak > best ? streak : best;
+	}
+	klt_unpin(&mine, &attr);
+	print_message("mean streak, best of 3: %.1f sections\n", best);
+	assert_true(best >= DUEL_MIN_STREAK);
 	assert_int_equal(kl_mutex_destroy(&m), 0);
 }
 
@@ -657,7 +695,8 @@ int main(void)
 		cmocka_unit_test(test_mutex_destroy_refuses_a_held_mutex_then_poisons),
 		cmocka_unit_test(test_mutex_misuse_is_reported),
 		cmocka_unit_test(test_mutex_inline_paths_register_then_wait_and_wake),
-		cmocka_unit_test(test_mutex_barges_past_a_polling_spinner_then_leaves_it_the_turn),
+		cmocka_unit_test(test_mutex_barges_past_a_claimed_turn_only_while_passes_last),
+		cmocka_unit_test(test_mutex_spinner_leaves_a_relocking_holder_its_streak),
 		cmocka_unit_test(test_mutex_waiter_rides_out_a_short_holder_stall),
 		cmocka_unit_test(test_mutex_left_locked_by_an_exited_thread_has_no_owner),
 	};

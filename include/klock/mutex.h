@@ -48,7 +48,7 @@ struct kl_mutex {
 	KL_ATOMIC(uintptr_t) owner;  /* owner id | flag bits; 0 = unlocked, nobody waits */
 	KL_ATOMIC(uintptr_t) spinq;  /* tail of the queue of spinners (0 = nobody spins) */
 	KL_ATOMIC(uint32_t) spin_ns; /* average time recent successful spins took */
-	KL_ATOMIC(uint32_t) passes;  /* barging acquisitions since the spinner last won */
+	KL_ATOMIC(uint32_t) passes;  /* barging acquisitions past a claimed turn */
 };
 
 /* A statically initialised mutex needs no kl_mutex_init() and no kl_mutex_destroy(). */
@@ -117,16 +117,19 @@ KL_API bool kl_mutex_owned(const struct kl_mutex *m) KL_NONNULL(1);
  * (locks/thread.h: kli_tls_owner, of which it is an alias). */
 __attribute__((tls_model("initial-exec"))) KL_API extern __thread uintptr_t kl_mutex_self_;
 
-/* Private, shared with locks/mutex.c: the word's SPINNER bit (the spin queue's head polls
- * the word: KLI_MTX_SPINNER) and how many times in a row a locker may take the free lock
- * past that spinner before it leaves it the turn (MTX_PASS_MAX, invariant I3). */
+/* Private, shared with locks/mutex.c: the word's SPINNER bit (the spin queue's head claims
+ * its turn: KLI_MTX_SPINNER) and how many times in a row lockers may take the free lock
+ * past that claim before one leaves it the turn (MTX_PASS_MAX, invariant I3; a claim
+ * uses them up at once, a spinner that did not come when offered the lock grants more;
+ * kl_rwlock's count of releases past a writer spinning alone uses the same bound). */
 #define KL_MUTEX_SPINNER_ 0x2ul
-#define KL_MUTEX_PASS_MAX_ 256
+#define KL_MUTEX_PASS_MAX_ 4096
 
 #ifndef __cplusplus
-/* Private (locks/mutex.c and the inline paths below). Barging past a polling spinner, the
- * two-thread duel's commonest step: the word read @v, exactly SPINNER (free, nobody
- * asleep), and the passes are not used up. True if the caller @me now holds @m. */
+/* Private (locks/mutex.c and the inline paths below). Barging past a claimed turn whose
+ * spinner did not come when offered the lock (it lost its CPU): the word read @v, exactly
+ * SPINNER (free, nobody asleep), and the passes are not used up. True if the caller @me
+ * now holds @m. */
 static inline bool kl_mutex_barge_(struct kl_mutex *m, uintptr_t me, uintptr_t v)
 {
 	uint32_t p = atomic_load_explicit(&m->passes, memory_order_relaxed);
@@ -141,8 +144,8 @@ static inline bool kl_mutex_barge_(struct kl_mutex *m, uintptr_t me, uintptr_t v
 	return true;
 }
 
-/* Private (as above). The holder @me releases @m while a spinner polls (the word read @v,
- * exactly @me | SPINNER), keeping SPINNER. True if released. */
+/* Private (as above). The holder @me releases @m after a spinner claimed its turn (the
+ * word read @v, exactly @me | SPINNER), keeping SPINNER. True if released. */
 static inline bool kl_mutex_release_spinner_(struct kl_mutex *m, uintptr_t me, uintptr_t v)
 {
 	/* M2: release, pairs with M1 in the next holder's lock. */
@@ -160,9 +163,9 @@ static inline bool kl_mutex_release_spinner_(struct kl_mutex *m, uintptr_t me, u
  * to force the calls) both are tried here first: the lock CASes the word from 0 (free,
  * nobody waiting) to the caller's owner id with acquire (M1 of locks/mutex.c, pairing with
  * M2), the unlock from the owner id back to 0 with release (M2). When the CAS failed on a
- * word whose only flag is a polling spinner's (the two-thread duel), the library's next
- * step is done here from the value the CAS returned: barge past the spinner (M1), or
- * release keeping its bit (M2). Anything else - a thread not yet registered (id 0), a
+ * word whose only flag is a spinner's claimed turn, the library's next step is done here
+ * from the value the CAS returned: release keeping its bit (M2), or barge past it (M1)
+ * while passes are left. Anything else - a thread not yet registered (id 0), a
  * held lock, sleepers, a destroyed or foreign lock - goes to the library, which starts
  * afresh: a failed CAS changed nothing.
  */
@@ -180,7 +183,7 @@ static inline void kl_mutex_lock_inline(struct kl_mutex *m)
 						memory_order_relaxed),
 			     1))
 		return;
-	if (me != 0 && kl_mutex_barge_(m, me, v)) /* past a spinner, without a second try */
+	if (me != 0 && kl_mutex_barge_(m, me, v)) /* past a claim, without a second try */
 		return;
 	(kl_mutex_lock)(m);
 }
