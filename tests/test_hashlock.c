@@ -98,6 +98,7 @@ static void objs_reset(void)
 /* Two distinct objects of @h that share a stripe (a small table always has some). */
 static void same_stripe_pair(struct kl_hashlock *h, struct obj **a, struct obj **b)
 {
+	*a = *b = NULL; /* fail_msg() does not return, but -O3 cannot tell */
 	for (int i = 0; i < NOBJ; i++) {
 		for (int j = i + 1; j < NOBJ; j++) {
 			if (kl_hashlock_index(h, &objs[i]) == kl_hashlock_index(h, &objs[j])) {
