@@ -492,26 +492,15 @@ static void duel_unlock(void *m)
  * seen it free for a while, or at its turn, so each thread runs long streaks on its own
  * CPU. Taking every gap it caught gave a best mean of 6.6-7.7 sections on the
  * development VM (debugoptimized build); now 182-186. The best of three runs must reach
- * DUEL_MIN_STREAK (a thread preempted mid-run only lengthens the streaks). */
+ * DUEL_MIN_STREAK. */
 #define DUEL_MIN_STREAK 64.0
 
 static void test_mutex_spinner_leaves_a_relocking_holder_its_streak(void **state)
 {
 	struct kl_mutex m = KL_MUTEX_INITIALIZER;
-	double best = 0, streak;
-	pthread_attr_t attr;
-	cpu_set_t mine;
 
 	(void)state;
-	if (!klt_timing_faithful() || !klt_pin_pair(&mine, &attr))
-		skip();
-	for (int r = 0; r < 3; r++) {
-		streak = klt_duel_streak(duel_lock, duel_unlock, &m, &attr);
-		best = streak > best ? streak : best;
-	}
-	klt_unpin(&mine, &attr);
-	print_message("mean streak, best of 3: %.1f sections\n", best);
-	assert_true(best >= DUEL_MIN_STREAK);
+	klt_assert_duel_streak(duel_lock, duel_unlock, &m, DUEL_MIN_STREAK, KLT_PLAIN_BUILD);
 	assert_int_equal(kl_mutex_destroy(&m), 0);
 }
 

@@ -819,20 +819,9 @@ static void duel_wunlock(void *l)
 static void test_rwlock_spinning_writer_leaves_a_relocking_writer_its_streak(void **state)
 {
 	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
-	double best = 0, streak;
-	pthread_attr_t attr;
-	cpu_set_t mine;
 
 	(void)state;
-	if (!klt_timing_faithful() || !klt_pin_pair(&mine, &attr))
-		skip();
-	for (int r = 0; r < 3; r++) {
-		streak = klt_duel_streak(duel_wlock, duel_wunlock, &l, &attr);
-		best = streak > best ? streak : best;
-	}
-	klt_unpin(&mine, &attr);
-	print_message("mean streak, best of 3: %.1f sections\n", best);
-	assert_true(best >= DUEL_MIN_STREAK);
+	klt_assert_duel_streak(duel_wlock, duel_wunlock, &l, DUEL_MIN_STREAK, KLT_PLAIN_BUILD);
 	assert_int_equal(kl_rwlock_destroy(&l), 0);
 }
 
