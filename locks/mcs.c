@@ -133,16 +133,6 @@
 #define MCS_NEXT 4u
 #define MCS_NEAR 5u
 
-/* We are about to read a field of another thread's node and then write that node (its
- * link, its flag): ask for the line writable at once, so that the read does not fetch it
- * shared and the write fetch it again (two trips of the line where ck's MCS, which only
- * writes there, makes one). A hint (GCC/clang's builtin; nothing where the target has no
- * such instruction). */
-static inline void mcs_prefetch_for_write(const void *p)
-{
-	__builtin_prefetch(p, 1);
-}
-
 /* A node's value seen by the thread queued right behind it: where does that put us? Read
  * only before we link in (see the invariants). */
 static uint32_t mcs_rank_behind(uint32_t prev)
@@ -213,13 +203,10 @@ static uint32_t mcs_pause(struct kl_mcs_node *n, uint32_t v, bool awake, struct 
 static void mcs_wait_granted(struct kl_mcs_node *n, struct kl_mcs_node *prev,
 			     struct kli_wait *w)
 {
-	uint32_t rank, v, seen;
-	struct kli_spin s, awake;
-
-	mcs_prefetch_for_write(&prev->next); /* read its flag, then write its link */
 	/* Our last read of @prev: it stays alive until it has seen our link (C2). */
-	rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
-	seen = rank;
+	uint32_t rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
+	uint32_t v, seen = rank;
+	struct kli_spin s, awake;
 
 	kli_wait_spin(w);
 	atomic_store_explicit(&n->locked, rank, memory_order_relaxed); /* nobody else writes it yet */
@@ -422,7 +409,6 @@ static KL_NOINLINE void mcs_hand_over(struct kl_mcs *l, struct kl_mcs_node *n,
 {
 	if (next == NULL)
 		next = mcs_wait_next(n);
-	mcs_prefetch_for_write(&next->locked); /* read its flags, then grant */
 	if (next->flags & MCS_NODE_COUNTED) /* read after C6: see mcs_wait_next / the unlock */
 		atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
 	/* C5: release, pairs with C4. A sleeping successor needs a wake-up (its node may be
