@@ -9,8 +9,9 @@
  * as long as the lock keeps changing hands, but no longer than a learnt budget without
  * progress (MTX_STALL_NS while the lock's waits are short: a holder stalled by the host
  * or the timer tick is ridden out), then park. A holder that relocks at once keeps the
- * lock for MTX_TURN_NS before the spinner claims its turn (I3). Userspace has no "is the owner on a CPU" test (the rseq
- * sched_state RFC is unmerged): "the lock is still moving" stands in for it.
+ * lock for MTX_TURN_NS before the spinner claims its turn (I3). Userspace has no "is the
+ * owner on a CPU" test (the rseq sched_state RFC is unmerged): "the lock is still moving"
+ * stands in for it.
  *
  * State word `owner` (uintptr_t; owner ids are multiples of 128, bits 0-6 are flags):
  *   bits 7..63  owner: the holder's owner id (kli_tls_owner, locks/thread.h), or 0 when
@@ -124,7 +125,7 @@ _Static_assert(KLI_SPIN_MAX_NS >= MTX_POLITE_NS + KLI_POLL_MAX_NS,
 	       "the spinner gives up before a polite locker does");
 /* After the spinner failed to show up (preempted): barges allowed before the next try
  * (~50-100 us of tiny sections; a resumed spinner notices its preemption and leaves, and
- * a new one restarts the count at 0). */
+ * a new one's claim uses the passes up again). */
 #define MTX_PASS_CREDIT 4096
 /* How long the spinner lets a holder that keeps relocking keep the lock before it claims
  * its turn (I3): the duel's throughput lever (each turn costs the line's trips and both
@@ -132,7 +133,8 @@ _Static_assert(KLI_SPIN_MAX_NS >= MTX_POLITE_NS + KLI_POLL_MAX_NS,
  * budget cap, so that it claims its turn before it could give up on a holder it cannot
  * see move. */
 #define MTX_TURN_NS 8000u
-_Static_assert(MTX_TURN_NS + KLI_POLL_MAX_NS < KLI_SPIN_MAX_NS, "the turn comes within the budget");
+_Static_assert(MTX_TURN_NS + KLI_POLL_MAX_NS < KLI_SPIN_MAX_NS,
+	       "the turn comes within the budget");
 /* Before its turn, the spinner takes a free lock at the third look in a row that finds it
  * free, MTX_CONFIRM_NS apart (mtx_look_again): far longer than a holder's
  * release-to-relock gap, short against a wait. One more look catches a relocking holder

@@ -72,8 +72,9 @@
  *      (it does not take a free word less than RW_CONFIRM_NS after a counted release),
  *      and is not starved by it: after RW_TURN_NS it claims its turn (wpasses set to
  *      RW_PASS_MAX), and after RW_PASS_MAX releases past it, or a claim, the releaser
- *      waits up to RW_POLITE_NS for the free lock to be taken (kl_mutex's I3). Spinners in a crowd sleep when their fixed
- *      budgets run out, and the sleep side's bounds apply.
+ *      waits up to RW_POLITE_NS for the free lock to be taken (kl_mutex's I3). Spinners
+ *      in a crowd sleep when their fixed budgets run out, and the sleep side's bounds
+ *      apply.
  *
  * Memory ordering (labels at the sites).
  *   R1  read acquire CAS (count+1)              pairs with W2/G3 of the last writer
