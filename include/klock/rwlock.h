@@ -126,7 +126,8 @@ KL_API int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec
  * kl_rwlock_write_unlock - release the exclusive hold (the caller's). Hands the lock to
  * every sleeping reader if there is one and the last hand-off is 1 ms old or more, else
  * wakes one sleeping writer (or the sleeping readers, with no writer waiting). Never
- * sleeps. While one other writer spins waiting for @rw, one release in 256 leaves it the
+ * sleeps. While one other writer spins waiting for @rw, the first release after that
+ * writer has claimed its turn (after about 8 us), or after 4096 releases, leaves it the
  * turn: it waits (spinning, at most a few microseconds) for the free lock to be taken.
  */
 KL_API void kl_rwlock_write_unlock(struct kl_rwlock *rw) KL_NONNULL(1);
@@ -156,15 +157,16 @@ KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
  * concerns. Private; changes no lock state. */
 KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
 
-/* The turn of a writer spinning alone (locks/rwlock.c): the caller released
- * @rw RW_PASS_MAX times in a row past it; wait a moment for it to take the free lock.
- * Private. */
+/* The turn of a writer spinning alone (locks/rwlock.c): it claimed its turn, or the
+ * caller released @rw RW_PASS_MAX times in a row past it; wait a moment for it to take
+ * the free lock. Private. */
 KL_API void kl_rwlock_write_polite_(struct kl_rwlock *rw) KL_NONNULL(1);
 
 #ifndef __cplusplus
 /* Private (locks/rwlock.c and the inline unlock below). After a write release while one
  * writer spins alone: count the release in wpasses, the spinner's sign of progress, and
- * after KL_MUTEX_PASS_MAX_ in a row leave it the turn. A relaxed hint. */
+ * once the count reaches KL_MUTEX_PASS_MAX_ (the spinner's claim sets it there) leave it
+ * the turn. A relaxed hint. */
 static inline void kl_rwlock_count_pass_(struct kl_rwlock *rw)
 {
 	uint32_t p = atomic_load_explicit(&rw->wpasses, memory_order_relaxed) + 1;
