@@ -261,10 +261,11 @@ static bool mtx_unspin(struct kl_mutex *m, kli_owner_t me)
  */
 static uintptr_t mtx_look_again(struct kl_mutex *m)
 {
-	uint64_t t0 = kl_arch_cycles(), wait = kli_ns_to_cycles(MTX_CONFIRM_NS);
+	struct kli_spin s;
 
-	while (kl_arch_cycles() - t0 < wait)
-		kl_arch_relax();
+	kli_spin_start(&s, MTX_CONFIRM_NS);
+	while (kli_spin_poll(&s))
+		;
 	return atomic_load_explicit(&m->owner, memory_order_relaxed);
 }
 
