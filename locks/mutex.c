@@ -35,8 +35,8 @@
  * Other fields: `spinq` the OSQ tail (locks/osq.h); `spin_ns` the EWMA of recent successful
  * spin times (spin.h; written by the spin queue's head only); `passes` how many lockers
  * took the free lock past a claimed turn (SPINNER set): the spinner sets it to
- * MTX_PASS_MAX when it claims (no more barging), a polite locker whose spinner never came
- * to -MTX_PASS_CREDIT, a barging owner adds one.
+ * MTX_PASS_MAX when it claims (no more barging) and to 0 when it wins, a polite locker
+ * whose spinner never came to -MTX_PASS_CREDIT, a barging owner adds one.
  *
  * Invariants.
  *   I1 A thread sleeps on the key only after validate saw the word held (owner != 0) and
