@@ -50,9 +50,10 @@
  *      that waited MTX_HANDOFF_NS or lost MTX_HANDOFF_LOSSES races after waking gets the
  *      lock handed over (Linux HANDOFF, WebKit's ~1 ms fair unlock). Spinner: a holder
  *      that releases and relocks at once (the two-thread duel) keeps the lock - the
- *      spinner does not take the free word until it has seen it free at three looks in a
+ *      spinner does not take the free word until it has seen it free at five looks in a
  *      row (mtx_look_again), as a relocking holder's gaps are nanoseconds long - for
- *      MTX_TURN_NS; then the spinner claims its turn (SPINNER) and the holder's next lock
+ *      MTX_TURN_NS, or until its no-progress budget is about to run out (mtx_turn_due);
+ *      then the spinner claims its turn (SPINNER) and the holder's next lock
  *      leaves it the free lock for up to MTX_POLITE_NS (bounded, so a preempted spinner
  *      cannot stall the lock). The two threads alternate streaks of about MTX_TURN_NS,
  *      each run on one CPU with the line in its cache; swapping at every gap a spinner
@@ -129,19 +130,22 @@ _Static_assert(KLI_SPIN_MAX_NS >= MTX_POLITE_NS + KLI_POLL_MAX_NS,
 #define MTX_PASS_CREDIT 4096
 /* How long the spinner lets a holder that keeps relocking keep the lock before it claims
  * its turn (I3): the duel's throughput lever (each turn costs the line's trips and both
- * threads' slow paths, ~1 us here) against how long a spinner waits. Under the spinner's
- * budget cap, so that it claims its turn before it could give up on a holder it cannot
- * see move. */
-#define MTX_TURN_NS 8000u
-_Static_assert(MTX_TURN_NS + KLI_POLL_MAX_NS < KLI_SPIN_MAX_NS,
-	       "the turn comes within the budget");
-/* Before its turn, the spinner takes a free lock at the third look in a row that finds it
- * free, MTX_CONFIRM_NS apart (mtx_look_again): far longer than a holder's
- * release-to-relock gap, short against a wait. One more look catches a relocking holder
- * about a third less often than one (a free gap is a sizeable part of a tight loop): 10%
- * more duel throughput. */
-#define MTX_CONFIRM_LOOKS 2
-#define MTX_CONFIRM_NS 250u
+ * threads' slow paths, 1-2 us on the development VM, so 5% of a 32 us streak and 15-20%
+ * of an 8 us one) against how long a spinner waits: about one futex wake-up there, and
+ * far less than a sleeper waits for its hand-off (MTX_HANDOFF_NS). It may outlast the
+ * no-progress budget (the cap, KLI_SPIN_MAX_NS): a spinner whose budget is about to run
+ * out claims its turn at once (mtx_turn_due). */
+#define MTX_TURN_NS 32000u
+/* Before its turn, the spinner takes a free lock only at the fifth look in a row that
+ * finds it free, MTX_CONFIRM_NS apart (mtx_look_again): half a microsecond, far longer
+ * than a holder's release-to-relock gap and short against a wait. The looks are samples,
+ * and a relocking holder's word is free at a good share of them (a look takes the line,
+ * so the holder's next access misses, often with the word free): k looks in a row all
+ * see it free with the k-th power of that share. Two looks 250 ns apart let ~95 000
+ * false "holder gone" swaps a second through in the duel on the development VM, four
+ * 125 ns apart 9 000-12 000 (and 15% more throughput). */
+#define MTX_CONFIRM_LOOKS 4
+#define MTX_CONFIRM_NS 125u
 
 #define MTX_KIND KLI_KIND_MUTEX
 
@@ -256,7 +260,7 @@ static bool mtx_unspin(struct kl_mutex *m, kli_owner_t me)
  * and relocks at once (the duel) leaves such a gap every few nanoseconds; taking it only
  * swaps the two threads' roles, at the price of the line's trips and of both threads'
  * slow paths (streaks of 1-16 acquisitions, a million swaps a second, a third of the
- * throughput on the development VM). So look again, MTX_CONFIRM_NS later (twice:
+ * throughput on the development VM). So look again, MTX_CONFIRM_NS later (four times:
  * MTX_CONFIRM_LOOKS): still free, and the holder has gone. Returns the word at that look.
  */
 static uintptr_t mtx_look_again(struct kl_mutex *m)
@@ -278,6 +282,16 @@ static void mtx_claim_turn(struct kl_mutex *m, uintptr_t *v, struct kli_pace *pa
 		atomic_store_explicit(&m->passes, MTX_PASS_MAX, memory_order_relaxed);
 		kli_pace_start(pace, true); /* the holder will wait for us: look soon */
 	}
+}
+
+/* Is our turn due: has the holder kept the lock MTX_TURN_NS since we began polling, or is
+ * our no-progress budget @s about to run out (two poll intervals: the claim's next look
+ * comes before the end)? A spinner never gives up on a holder it has not asked to yield. */
+static inline bool mtx_turn_due(uint64_t turn, const struct kli_spin *s)
+{
+	uint64_t now = kl_arch_cycles();
+
+	return now >= turn || now + kli_ns_to_cycles(2 * KLI_POLL_MAX_NS) >= s->deadline;
 }
 
 /*
@@ -311,7 +325,7 @@ static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 			continue;
 		}
 		looks = 0;
-		if (!(v & KLI_MTX_SPINNER) && kl_arch_cycles() >= turn) {
+		if (!(v & KLI_MTX_SPINNER) && mtx_turn_due(turn, s)) {
 			mtx_claim_turn(m, &v, &pace);
 			continue;
 		}

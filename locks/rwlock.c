@@ -182,7 +182,7 @@ _Static_assert(RW_PASS_MAX == KL_MUTEX_PASS_MAX_, "kl_rwlock_count_pass_ uses th
 #define RW_PASS_CREDIT 4096u
 /* How long a writer spinning alone lets a writer that keeps relocking keep the lock
  * before it claims its turn (kl_mutex's MTX_TURN_NS). */
-#define RW_TURN_NS 8000u
+#define RW_TURN_NS 32000u
 /* A free word this soon after the last counted release is a relocking writer's gap, not
  * a writer gone (kl_mutex's MTX_CONFIRM_NS). */
 #define RW_CONFIRM_NS 250u

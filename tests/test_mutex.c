@@ -507,13 +507,14 @@ static void test_mutex_spinner_leaves_a_relocking_holder_its_streak(void **state
 /* A holder that stalls (a host interrupt, a guest's timer tick) without releasing a lock
  * whose waits are short, on another CPU than its waiter: the waiter rides the stall out
  * instead of going to sleep (MTX_STALL_NS in locks/mutex.c). Each round takes a fresh
- * lock (nothing learnt yet), waits until the waiter polls (SPINNER), keeps the lock
- * STALL_HOLD_NS longer and looks whether the waiter parked. With a budget shorter than
- * the stall it parks every round (20 of 20 before MTX_STALL_NS). A round may still see
- * a sleep when the host stops the holder's CPU long enough (0-4 of 20 on the development
- * VM, 11 in one noisy run), so the test fails only when three rounds in four park. The
- * threads are pinned to two CPUs: on one, the waiter would have preempted its holder,
- * and its spin could only end in a sleep. */
+ * lock (nothing learnt yet), waits until the waiter spins (its record in the spin queue;
+ * SPINNER shows only at its turn, 32 us on), keeps the lock STALL_HOLD_NS longer and
+ * looks whether the waiter parked. With a budget shorter than the stall it parks every
+ * round (20 of 20 before MTX_STALL_NS). A round may still see a sleep when the host
+ * stops the holder's CPU long enough (0-4 of 20 on the development VM, 11 in one noisy
+ * run), so the test fails only when three rounds in four park. The threads are pinned to
+ * two CPUs: on one, the waiter would have preempted its holder, and its spin could only
+ * end in a sleep. */
 #define STALL_ROUNDS 20
 #define STALL_HOLD_NS 15000u /* three times the spinner's floor, under MTX_STALL_NS */
 #define STALL_WAIT_NS 100000000u /* the waiter should poll well within 100 ms */
@@ -534,13 +535,14 @@ static void *stall_waiter(void *arg)
 	return NULL;
 }
 
-/* Relaxes until @bits show in the word or @ns pass; true if they showed. */
-static bool stall_until(struct kl_mutex *m, uintptr_t bits, uint64_t ns)
+/* Relaxes until @bits show in the word (or, with @spinning, a thread in the spin queue)
+ * or @ns pass; true if they showed. */
+static bool stall_until(struct kl_mutex *m, uintptr_t bits, bool spinning, uint64_t ns)
 {
 	uint64_t t0 = kl_arch_cycles(), span = kli_ns_to_cycles(ns);
 
 	while (kl_arch_cycles() - t0 < span)
-		if (atomic_load(&m->owner) & bits)
+		if ((atomic_load(&m->owner) & bits) || (spinning && atomic_load(&m->spinq) != 0))
 			return true;
 	return false;
 }
@@ -560,8 +562,8 @@ static void test_mutex_waiter_rides_out_a_short_holder_stall(void **state)
 		kl_mutex_lock(&st.m);
 		assert_int_equal(pthread_create(&t, &attr, stall_waiter, &st), 0);
 		atomic_store(&st.go, 1);
-		assert_true(stall_until(&st.m, KL_MUTEX_SPINNER_ | KLI_MTX_PARKED, STALL_WAIT_NS));
-		stall_until(&st.m, KLI_MTX_PARKED, STALL_HOLD_NS);
+		assert_true(stall_until(&st.m, KLI_MTX_PARKED, true, STALL_WAIT_NS));
+		stall_until(&st.m, KLI_MTX_PARKED, false, STALL_HOLD_NS);
 		parked += (atomic_load(&st.m.owner) & KLI_MTX_PARKED) != 0;
 		kl_mutex_unlock(&st.m);
 		pthread_join(t, NULL);

@@ -127,7 +127,7 @@ KL_API int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec
  * every sleeping reader if there is one and the last hand-off is 1 ms old or more, else
  * wakes one sleeping writer (or the sleeping readers, with no writer waiting). Never
  * sleeps. While one other writer spins waiting for @rw, the first release after that
- * writer has claimed its turn (after about 8 us), or after 4096 releases, leaves it the
+ * writer has claimed its turn (after about 32 us), or after 4096 releases, leaves it the
  * turn: it waits (spinning, at most a few microseconds) for the free lock to be taken.
  */
 KL_API void kl_rwlock_write_unlock(struct kl_rwlock *rw) KL_NONNULL(1);
