@@ -19,6 +19,27 @@
  * pthread_rwlock's 43 M). Between hand-offs a writer's unlock wakes the next writer (or,
  * with none waiting, the readers) and threads compete, as kl_mutex's barging does.
  *
+ * Reader bias (BRAVO: Dice and Kogan, "BRAVO - Biased Locking for Reader-Writer Locks",
+ * USENIX ATC 2019). Readers counted in one word move its cache line at every lock and
+ * unlock: on 2 CPUs at 2 threads, read-only, 11 M ops/s where one thread alone does 70 M.
+ * While the word has BIAS, a reader instead publishes the lock's address in a slot of its
+ * own thread record (kli_thread.rw_bias: KL_RWLOCK_BIAS_SLOTS_ slots, one cache line, the
+ * column a hash of the lock's address; exported as the TLS pointer kl_rwlock_bias_) and
+ * then looks at the word (B1/B2): BIAS and no blocking bit admit it, anything else makes
+ * it take the slot back and count itself. Its unlock clears the slot (B5). A reader whose
+ * slot is taken (another lock in that column, or a second hold) counts itself. The bias
+ * is turned on (B6) by a reader that holds the lock counted after losing a race for the
+ * word to another reader - the line is moving between readers - unless a revocation
+ * inhibits it. A writer that takes a biased word (W1, which keeps BIAS, seq_cst: B3) then
+ * revokes: it reads the lock's column in every thread record (B4), waiting for each hold
+ * to go (polled for RW_BIAS_SPIN_NS, then naps of 10 us doubling to 1 ms: a reader's
+ * unlock stays one plain store, at the price of a writer overrunning a long read section
+ * by up to one nap), clears BIAS and inhibits it for RW_BIAS_INHIBIT_MULT times what the
+ * revocation took (bias_at). A writer that gives up meanwhile (trylock, deadline)
+ * releases the word with BIAS kept: holds may remain in slots, and only BIAS makes the
+ * next writer look for them. Invariant: no thread holds the lock through a slot while
+ * the word lacks BIAS, except inside a revocation, whose writer holds WRLOCK.
+ *
  * State word `word` (uintptr_t):
  *   bit 0  WRLOCK     write-held; bits 7..63 are then the writer's owner id (a multiple
  *                     of 128 naming one thread lifetime, locks/thread.h - not its record,
@@ -32,7 +53,9 @@
  *                     decision reads the counts - so it may be stale: a reader that sees it
  *                     with no writer counted clears it.
  *   bit 2  DESTROYED  poisoned by kl_rwlock_destroy()
- *   bits 3-6          always 0
+ *   bit 3  BIAS       readers may hold it through their threads' slots (see above);
+ *                     set only while no writer holds it, cleared by a revoking writer
+ *   bits 4-6          always 0
  *   bits 7..63        reader count when WRLOCK is clear (RW_RD_ONE per reader)
  *   0 = free. Read fast path: CAS count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path:
  *   CAS 0 -> id|WRLOCK.
@@ -45,7 +68,9 @@
  * 32 bits: read holds granted to them by a writer and not yet claimed), rseq (readers'
  * futex word), spin_ns (EWMA of successful spin times, spin.h), granted_at
  * (the coarse clock, ~1 us units, of the last hand-off to sleeping readers; 0: never;
- * written by the writer that hands off, read by the next writers: a hint, relaxed). Sleepers
+ * written by the writer that hands off, read by the next writers: a hint, relaxed), bias_at
+ * (16 bits of a 256 ns clock before which the bias stays off; 0: never revoked; a hint,
+ * relaxed). Sleepers
  * and spinners are counted apart so that a wake-up system call is made only for a sleeper.
  *
  * Invariants.
@@ -100,6 +125,14 @@
  *   H1  a realtime (bold) reader's granted_at = 0, released by its S1 RMW; pairs with
  *       H2, the releasing writer's acquire load of rwait: a writer that counts it sees
  *       the hand-off due (a hint otherwise: relaxed)
+ *   B1  biased reader's seq_cst exchange publishing its slot, then B2, its seq_cst load of
+ *       the word; B3, a writer's seq_cst W1 CAS from a word with BIAS, then B4, its seq_cst
+ *       loads of every thread's slot: the store-buffering pattern again - either the reader
+ *       sees WRLOCK (and takes its slot back) or the writer sees the slot (and waits).
+ *       B2 is also the acquire that orders the reader after the last writer: BIAS was set
+ *       by an RMW (B6) that continues the release sequence of that writer's W2.
+ *   B5  a biased reader's release store clearing its slot   pairs with B4 (acquire)
+ *   B6  relaxed CAS setting BIAS, by a counted reader (no writer can hold the lock)
  *   wspin and wpasses order nothing (relaxed): a count missed or lost only moves a
  *   spinner's restart or turn; whoever takes the lock still does so by W1.
  *
@@ -127,14 +160,21 @@
  * ordering. kl_rwlock's own API never uses it (it keeps no priorities).
  *
  * Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
- * bounded starvation both ways; downgrade; timed variants. Cons / limits: readers share
- * one cache line (read scaling is the rmlock/pcpu_rwsem's job); no read recursion; writers
- * are not FIFO among themselves, and only a lone spinning writer gets kl_mutex's
+ * bounded starvation both ways; downgrade; timed variants; readers that collide stop
+ * sharing a line (the bias). Cons / limits: unbiased readers share one cache line; a
+ * biased lock's writer pays a scan of every thread record ever registered (one line
+ * each: ~100 ns apiece when they miss) and up to one nap past a long read section; a
+ * thread that exits holding a read lock leaves it held for ever (counted or in its
+ * record's slot, which the record's next thread may then release); no read recursion;
+ * writers are not FIFO among themselves, and only a lone spinning writer gets kl_mutex's
  * progress-restarted budget and turns (a crowd of spinners is not queued: each keeps a
- * fixed budget); fewer than 2^16 writers asleep per lock; WRWANT can be
+ * fixed budget); fewer than 2^16 writers asleep or spinning per lock; WRWANT can be
  * lost in a race (it is only a hint: readers then briefly overtake a sleeping writer,
  * which re-sets it on its next look).
  */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <klock/rwlock.h>
 #include <klock/wait.h>
 #include "hooks.h"
@@ -146,6 +186,7 @@
 #define RW_WRLOCK ((uintptr_t)KL_RWLOCK_WRLOCK_)
 #define RW_WRWANT 0x2ul
 #define RW_DESTROYED ((uintptr_t)KL_RWLOCK_DESTROYED_)
+#define RW_BIAS ((uintptr_t)KL_RWLOCK_BIAS_)
 #define RW_FLAGS ((uintptr_t)KL_RWLOCK_FLAGS_)
 #define RW_RD_ONE ((uintptr_t)KL_RWLOCK_RD_ONE_)
 /* Word bits that keep a new reader out. */
@@ -188,6 +229,47 @@ _Static_assert(RW_PASS_MAX == KL_MUTEX_PASS_MAX_, "kl_rwlock_count_pass_ uses th
 #define RW_CONFIRM_NS 250u
 
 _Atomic uint64_t kli_rw_handoff_every_ns = RW_HANDOFF_EVERY_NS;
+
+/* Reader bias. After a revocation that took C ns, readers stay unbiased for this many C
+ * (BRAVO's N: a writer spends at most about 1/(N+1) of its time revoking; BRAVO's 9 made
+ * 33-34 M ops/s at 2 threads and 1% writes here, 3 made 41 M: docs/design-adaptive.md). */
+#define RW_BIAS_INHIBIT_MULT 3u
+/* kli_rw_bias_inhibit_mult before KLOCK_RW_BIAS was read, and with the bias off. */
+#define RW_BIAS_UNSET 0xffffffffu
+#define RW_BIAS_OFF 0xfffffffeu
+/* KLOCK_RW_BIAS accepts multiples up to this. */
+#define RW_BIAS_MULT_MAX 1000ul
+/* bias_at's clock: kli_cycles_to_ns(cycles) >> this (256 ns units, 16 bits). */
+#define RW_BIAS_CLOCK_SHIFT 8
+/* Longest inhibition, in bias_at units (about 8.4 ms): a bias_at further ahead than this is
+ * a stale value the 16-bit clock wrapped past, and no longer inhibits. */
+#define RW_BIAS_WINDOW_MAX 0x7fffu
+/* A revoking writer polls a published hold this long before it naps between looks. */
+#define RW_BIAS_SPIN_NS KLI_STALL_NS
+/* Its naps: the first, doubling up to the last (the extra wait stays under the wait so
+ * far, and under this once the holder has been inside for ms). */
+#define RW_BIAS_NAP_MIN_NS 10000ull
+#define RW_BIAS_NAP_MAX_NS 1000000ull
+/* A slot value no lock has (locks are aligned): the shared row is full of it. */
+#define RW_BIAS_NONE ((uintptr_t)1)
+
+_Atomic unsigned kli_rw_bias_inhibit_mult = RW_BIAS_UNSET;
+
+/* Every thread's kl_rwlock_bias_ until its first library read lock, and after it exits:
+ * no slot is 0, so the inline path never publishes into it. */
+static _Atomic uintptr_t rw_bias_full[KL_RWLOCK_BIAS_SLOTS_] = {
+	RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE,
+	RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE,
+	RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE,
+};
+_Static_assert(KL_RWLOCK_BIAS_SLOTS_ == 16, "rw_bias_full lists every slot");
+
+__attribute__((tls_model("initial-exec"))) __thread _Atomic uintptr_t *kl_rwlock_bias_ =
+	rw_bias_full;
+
+/* Nap target of revoking writers: never written, so a wait on it is a timed sleep. */
+static _Atomic uint32_t rw_nap_word;
+static pthread_once_t rw_bias_once = PTHREAD_ONCE_INIT;
 
 /* wwait: writers asleep or about to sleep (low half), wake-ups sent to them that they
  * have not yet taken back (high half; never more than the low half). */
@@ -283,6 +365,212 @@ static void rw_wake_readers(struct kl_rwlock *rw)
 	kl_wake(&rw->rseq, KL_WAKE_ALL);
 }
 
+/* ---- reader bias ----------------------------------------------------------------------- */
+
+static void rw_bias_thread_exit(struct kli_thread *t)
+{
+	(void)t; /* its published holds stay, as a count hold would: see the top */
+	kl_rwlock_bias_ = rw_bias_full;
+}
+
+static void rw_bias_global_init(void)
+{
+	kli_thread_on_exit(rw_bias_thread_exit);
+}
+
+/* The calling thread's row, the inline path's from now on. */
+static _Atomic uintptr_t *rw_bias_row(void)
+{
+	struct kli_thread *t = kli_self();
+
+	if (kl_unlikely(kl_rwlock_bias_ != t->rw_bias)) {
+		pthread_once(&rw_bias_once, rw_bias_global_init);
+		kl_rwlock_bias_ = t->rw_bias;
+	}
+	return t->rw_bias;
+}
+
+static inline unsigned rw_col(const struct kl_rwlock *rw)
+{
+	return kl_rwlock_bias_col_(rw);
+}
+
+/* A biased entry (B1/B2, the inline path's kl_rwlock_bias_enter_ on the caller's row). */
+static bool rw_bias_enter(struct kl_rwlock *rw)
+{
+	(void)rw_bias_row();
+	return kl_rwlock_bias_enter_(rw);
+}
+
+/* Drops the caller's biased hold of @rw, if it has one (B5). */
+static inline bool rw_bias_release(struct kl_rwlock *rw)
+{
+	_Atomic uintptr_t *s = kl_rwlock_bias_ + rw_col(rw);
+
+	if (atomic_load_explicit(s, memory_order_relaxed) != (uintptr_t)rw)
+		return false;
+	atomic_store_explicit(s, 0, memory_order_release); /* B5: pairs with B4 */
+	return true;
+}
+
+static inline uint16_t rw_bias_clock(void)
+{
+	return (uint16_t)(kli_cycles_to_ns(kl_arch_cycles()) >> RW_BIAS_CLOCK_SHIFT);
+}
+
+/* The inhibit multiple: RW_BIAS_INHIBIT_MULT, or KLOCK_RW_BIAS=N (read once; "off": no
+ * bias, RW_BIAS_OFF; anything else malformed: the default). */
+static unsigned rw_bias_mult(void)
+{
+	unsigned m = atomic_load_explicit(&kli_rw_bias_inhibit_mult, memory_order_relaxed);
+
+	if (kl_unlikely(m == RW_BIAS_UNSET)) {
+		const char *e = getenv("KLOCK_RW_BIAS");
+		char *end = NULL;
+		unsigned long v = e != NULL ? strtoul(e, &end, 10) : RW_BIAS_INHIBIT_MULT;
+
+		if (e != NULL && strcmp(e, "off") == 0)
+			v = RW_BIAS_OFF;
+		else if (e != NULL && (end == e || *end != '\0' || v > RW_BIAS_MULT_MAX))
+			v = RW_BIAS_INHIBIT_MULT;
+		m = (unsigned)v;
+		atomic_store_explicit(&kli_rw_bias_inhibit_mult, m, memory_order_relaxed);
+	}
+	return m;
+}
+
+/* May readers be biased again? (bias_at: 0 = never revoked; a hint, relaxed.) */
+static bool rw_bias_due(const struct kl_rwlock *rw)
+{
+	uint16_t at = atomic_load_explicit(&rw->bias_at, memory_order_relaxed);
+	uint16_t left = (uint16_t)(at - rw_bias_clock());
+
+	return at == 0 || left == 0 || left > RW_BIAS_WINDOW_MAX;
+}
+
+/* A reader that holds @rw counted, and lost a race for the word to another reader: the
+ * shared line is moving between readers, so turn the bias on if no revocation inhibits
+ * it. We hold a read hold, so no writer holds the lock; a writer that sets WRWANT
+ * meanwhile makes the CAS fail. B6: relaxed - an RMW on the word continues the release
+ * sequence of the last writer's W2, which B2's acquire then synchronises with. */
+static KL_NOINLINE void rw_bias_arm(struct kl_rwlock *rw)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	if ((v & (RW_BIAS | RW_RD_BLOCK)) || rw_bias_mult() == RW_BIAS_OFF || !rw_bias_due(rw))
+		return;
+	atomic_compare_exchange_strong_explicit(&rw->word, &v, v | RW_BIAS, memory_order_relaxed,
+						memory_order_relaxed);
+}
+
+/* Sleeps about @ns, or until @abstime if that is sooner. */
+static void rw_bias_nap(uint64_t ns, const struct timespec *abstime)
+{
+	struct timespec until;
+
+	kli_deadline_after(&until, ns);
+	if (abstime != NULL && (abstime->tv_sec < until.tv_sec ||
+				(abstime->tv_sec == until.tv_sec && abstime->tv_nsec < until.tv_nsec)))
+		until = *abstime;
+	kl_wait(&rw_nap_word, 0, &until);
+}
+
+/* Waits for the hold published in @slot, if it is one of @rw, to go: polls for
+ * RW_BIAS_SPIN_NS, then naps between looks (doubling). @wait false: EAGAIN at once. */
+static int rw_bias_drain(const struct kl_rwlock *rw, _Atomic uintptr_t *slot,
+			 const struct timespec *abstime, bool wait)
+{
+	uint64_t nap = RW_BIAS_NAP_MIN_NS;
+	struct kli_spin s;
+
+	kli_spin_start(&s, RW_BIAS_SPIN_NS);
+	/* B4: seq_cst, after B3 (SB with B1/B2); acquire: pairs with the holder's B5. */
+	while (atomic_load_explicit(slot, memory_order_seq_cst) == (uintptr_t)rw) {
+		if (!wait)
+			return EAGAIN;
+		if (kli_spin_poll(&s))
+			continue;
+		if (kli_deadline_passed(abstime))
+			return ETIMEDOUT;
+		rw_bias_nap(nap, abstime);
+		nap = nap * 2 < RW_BIAS_NAP_MAX_NS ? nap * 2 : RW_BIAS_NAP_MAX_NS;
+	}
+	return 0;
+}
+
+/* Inhibits the bias for the multiple of a revocation that took @ns. */
+static void rw_bias_inhibit(struct kl_rwlock *rw, uint64_t ns)
+{
+	uint64_t units = ns * rw_bias_mult() >> RW_BIAS_CLOCK_SHIFT;
+	uint16_t at;
+
+	if (units > RW_BIAS_WINDOW_MAX)
+		units = RW_BIAS_WINDOW_MAX;
+	at = (uint16_t)(rw_bias_clock() + units + 1u);
+	atomic_store_explicit(&rw->bias_at, at != 0 ? at : 1u, memory_order_relaxed);
+}
+
+static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds);
+
+/*
+ * The caller took the write hold (W1/B3) from a biased word: wait until no thread's slot
+ * holds @rw (new biased readers see WRLOCK at B2 and take their slot back), then clear
+ * BIAS and inhibit it for RW_BIAS_INHIBIT_MULT times what this took. The scan reads one
+ * slot per thread record ever registered (records are never unlinked; a thread that
+ * registers during the scan publishes only after its registration, and then sees WRLOCK).
+ * On failure (@wait false: EAGAIN; the deadline: ETIMEDOUT) the write hold is released
+ * with BIAS kept - some reader still holds through its slot, and the next writer must
+ * find BIAS to look for it.
+ */
+static KL_NOINLINE int rw_revoke(struct kl_rwlock *rw, const struct timespec *abstime,
+				 bool wait)
+{
+	uint64_t t0 = kl_arch_cycles();
+	unsigned col = rw_col(rw);
+	int err = 0;
+
+	for (struct kli_thread *t = kli_thread_first(); t != NULL && err == 0; t = t->all_next)
+		err = rw_bias_drain(rw, &t->rw_bias[col], abstime, wait);
+	if (err != 0) {
+		rw_write_leave(rw, atomic_load_explicit(&rw->word, memory_order_relaxed), 0);
+		return err;
+	}
+	rw_bias_inhibit(rw, kli_cycles_to_ns(kl_arch_cycles() - t0));
+	/* Under our write hold: only WRWANT may change meanwhile, and this RMW keeps it. */
+	atomic_fetch_and_explicit(&rw->word, ~RW_BIAS, memory_order_relaxed);
+	return 0;
+}
+
+/* Does any thread hold @rw through its slot? (A snapshot: destroy, the interposer.) */
+static bool rw_bias_held(const struct kl_rwlock *rw)
+{
+	unsigned col = rw_col(rw);
+
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
+		if (atomic_load_explicit(&t->rw_bias[col], memory_order_seq_cst) == (uintptr_t)rw)
+			return true;
+	return false;
+}
+
+/* A read unlock by a thread with no hold of its own found no counted hold either: if
+ * another thread holds @rw through its slot, release that hold for it (readers are not
+ * tracked: any holder's unlock may release any read hold, as before the bias). */
+static bool rw_bias_release_other(struct kl_rwlock *rw)
+{
+	unsigned col = rw_col(rw);
+
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
+		uintptr_t h = (uintptr_t)rw;
+
+		/* B5 for that holder: release, pairs with B4. */
+		if (atomic_compare_exchange_strong_explicit(&t->rw_bias[col], &h, 0,
+							    memory_order_release,
+							    memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
 /* ---- read side ----------------------------------------------------------------------- */
 
 /* One attempt to enter shared: 0, EAGAIN (a writer holds it or sleeps for it), EDEADLK
@@ -309,6 +597,8 @@ static int rw_read_try(struct kl_rwlock *rw, kli_owner_t self, memory_order orde
 							      memory_order_relaxed);
 			continue;
 		}
+		if ((v & RW_BIAS) && !(v & RW_RD_BLOCK) && rw_bias_enter(rw))
+			return 0; /* B1/B2 */
 		/* R1: acquire, pairs with the last writer's W2/G3. */
 		if (atomic_compare_exchange_weak_explicit(&rw->word, &v, v + RW_RD_ONE,
 							  memory_order_acquire,
@@ -324,6 +614,8 @@ static KL_NOINLINE void rw_read_released_slow(struct kl_rwlock *rw, uintptr_t ol
 {
 	if ((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) {
 		atomic_fetch_add_explicit(&rw->word, RW_RD_ONE, memory_order_relaxed); /* undo */
+		if (!(old & (RW_WRLOCK | RW_DESTROYED)) && rw_bias_release_other(rw))
+			return; /* another thread's biased hold (see there) */
 		rw_report(rw, (old & RW_DESTROYED) ? "use after destroy"
 						   : "read unlock of a lock not read-held", site);
 		return;
@@ -346,10 +638,14 @@ static KL_ALWAYS_INLINE bool rw_read_released_badly(struct kl_rwlock *rw, uintpt
 		kl_unlikely(atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0));
 }
 
-/* Drops one read hold (internal callers). */
+/* Drops one read hold (internal callers): ours through the slot if we have one (B5). */
 static void rw_read_release(struct kl_rwlock *rw, const void *site)
 {
-	uintptr_t old = rw_read_sub(rw);
+	uintptr_t old;
+
+	if (rw_bias_release(rw))
+		return;
+	old = rw_read_sub(rw);
 
 	if (rw_read_released_badly(rw, old))
 		rw_read_released_slow(rw, old, site);
@@ -470,17 +766,24 @@ static int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime, un
 	return err;
 }
 
-/* The read fast path: CAS count+1 while nothing blocks readers (R1). True if entered. */
-static KL_ALWAYS_INLINE bool rw_read_fast(struct kl_rwlock *rw)
+/* The read fast path while nothing blocks readers: a biased entry (B1/B2) if the word
+ * has BIAS, else CAS count+1 (R1). True if entered; *@raced set if it entered counted
+ * after losing the word to another reader (rw_bias_arm's sign). */
+static KL_ALWAYS_INLINE bool rw_read_fast(struct kl_rwlock *rw, bool *raced)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 
+	if ((v & RW_BIAS) && !(v & RW_RD_BLOCK) && rw_bias_enter(rw)) {
+		*raced = false;
+		return true;
+	}
 	while (kl_likely(!(v & RW_RD_BLOCK))) {
 		/* R1: acquire, pairs with the last writer's W2/G3. */
 		if (kl_likely(atomic_compare_exchange_weak_explicit(&rw->word, &v, v + RW_RD_ONE,
 								    memory_order_acquire,
 								    memory_order_relaxed)))
 			return true;
+		*raced = true;
 	}
 	return false;
 }
@@ -491,9 +794,13 @@ static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, bo
 	unsigned flags = KLI_HF_READ | (abstime != NULL ? KLI_HF_TRY : 0);
 	int err = 0;
 
+	bool raced = false;
+
 	kli_hook_acquire(rw, RW_KIND, flags, site);
-	if (!rw_read_fast(rw))
+	if (!rw_read_fast(rw, &raced))
 		err = rw_read_slow(rw, abstime, flags, bold, site);
+	else if (raced)
+		rw_bias_arm(rw);
 	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
 }
@@ -508,12 +815,15 @@ static int rw_write_try(struct kl_rwlock *rw, kli_owner_t self, memory_order ord
 	for (;;) {
 		if (v & RW_DESTROYED)
 			return EINVAL;
-		if (v & ~RW_WRWANT)
+		if (v & ~(RW_WRWANT | RW_BIAS))
 			return rw_owner(v) == self ? EDEADLK : EAGAIN;
-		/* W1: acquire, pairs with W2 and R2. WRWANT stays for the other sleepers. */
+		/* W1: acquire, pairs with W2 and R2. WRWANT stays for the other sleepers, BIAS
+		 * until the caller's rw_revoke(). B3 (from a biased word): seq_cst, SB with
+		 * B1/B2 - either that reader sees WRLOCK or our B4 sees its slot. */
 		if (atomic_compare_exchange_weak_explicit(&rw->word, &v,
 							  self | RW_WRLOCK | v,
-							  memory_order_acquire,
+							  (v & RW_BIAS) ? memory_order_seq_cst
+									: memory_order_acquire,
 							  memory_order_relaxed))
 			return 0;
 	}
@@ -608,7 +918,7 @@ static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 		moved = rw_moved(rw, v, &seen);
 		err = EAGAIN;
-		if (!(v & ~RW_WRWANT)) {
+		if (!(v & ~(RW_WRWANT | RW_BIAS))) {
 			if (!rw_cycling(rw, &seen))
 				err = rw_write_try(rw, self, memory_order_relaxed);
 			if (err != EAGAIN)
@@ -705,6 +1015,9 @@ static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
 		err = rw_write_spin(rw, self, &w);
 	if (err == EAGAIN)
 		err = rw_write_sleep(rw, self, &w, abstime);
+	if (err == 0 && kl_unlikely(atomic_load_explicit(&rw->word, memory_order_relaxed) &
+				    RW_BIAS))
+		err = rw_revoke(rw, abstime, true);
 	kli_wait_end(&w, rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
 }
@@ -784,7 +1097,8 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
 	uintptr_t keep;
 
 	do { /* WRWANT only while writers sleep (a stale drop is harmless: I1) */
-		keep = rw_writers_waiting(rw) != 0 ? (v & RW_WRWANT) : 0;
+		keep = (rw_writers_waiting(rw) != 0 ? (v & RW_WRWANT) : 0) |
+		       (v & RW_BIAS); /* BIAS: only a failed revocation leaves it */
 		/* W2 / G3: release (seq_cst: SB with S1/S2, then we read the counts). */
 	} while (!atomic_compare_exchange_weak_explicit(&rw->word, &v,
 							(holds + n) * RW_RD_ONE | keep,
@@ -866,9 +1180,27 @@ void kl_rwlock_init(struct kl_rwlock *rw)
 	atomic_store_explicit(&rw->rseq, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->spin_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->wspin, 0, memory_order_relaxed);
+	atomic_store_explicit(&rw->bias_at, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->granted_at, 0, memory_order_relaxed);
 	atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed);
 	kli_hook_created(rw, RW_KIND, 0);
+}
+
+/* Destroys a free lock whose word @v has BIAS: as a writer would, write-hold it (W1/B3,
+ * with an owner id no thread has) and look for biased holds (B4); none: poison it, else
+ * release it as it was (a failed revocation's release) and answer false. */
+static bool rw_destroy_biased(struct kl_rwlock *rw, uintptr_t v)
+{
+	if (!atomic_compare_exchange_strong_explicit(&rw->word, &v,
+						     KLI_OWNER_POISON | RW_WRLOCK | v,
+						     memory_order_seq_cst, memory_order_relaxed))
+		return false;
+	if (rw_bias_held(rw)) {
+		rw_write_leave(rw, atomic_load_explicit(&rw->word, memory_order_relaxed), 0);
+		return false;
+	}
+	atomic_store_explicit(&rw->word, RW_POISON, memory_order_relaxed);
+	return true;
 }
 
 int kl_rwlock_destroy(struct kl_rwlock *rw)
@@ -878,11 +1210,12 @@ int kl_rwlock_destroy(struct kl_rwlock *rw)
 
 	if (v & RW_DESTROYED)
 		err = EINVAL;
-	else if ((v & ~RW_WRWANT) != 0 || rw_writers_waiting(rw) != 0 ||
+	else if ((v & ~(RW_WRWANT | RW_BIAS)) != 0 || rw_writers_waiting(rw) != 0 ||
 		 atomic_load_explicit(&rw->rwait, memory_order_relaxed) ||
-		 !atomic_compare_exchange_strong_explicit(&rw->word, &v, RW_POISON,
-							  memory_order_relaxed,
-							  memory_order_relaxed))
+		 !((v & RW_BIAS) ? rw_destroy_biased(rw, v)
+				 : atomic_compare_exchange_strong_explicit(&rw->word, &v, RW_POISON,
+									   memory_order_relaxed,
+									   memory_order_relaxed)))
 		err = EBUSY;
 	if (err != 0) {
 		if (KLOCK_DEBUG_LOCKS)
@@ -903,14 +1236,32 @@ static KL_NOINLINE void rw_read_lock_contended(struct kl_rwlock *rw, const void 
 		rw_report(rw, rw_lock_misuse(err), site);
 }
 
-void (kl_rwlock_read_lock)(struct kl_rwlock *rw)
+/* The read lock's body; @raced: the caller already lost the word to another reader. */
+static KL_ALWAYS_INLINE void rw_read_lock_entry(struct kl_rwlock *rw, bool raced,
+						const void *site)
 {
-	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
-	if (kl_likely(rw_read_fast(rw))) {
-		kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
+	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, site);
+	if (kl_likely(rw_read_fast(rw, &raced))) {
+		if (raced)
+			rw_bias_arm(rw);
+		kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, site);
 		return;
 	}
-	rw_read_lock_contended(rw, KLI_SITE());
+	rw_read_lock_contended(rw, site);
+}
+
+void (kl_rwlock_read_lock)(struct kl_rwlock *rw)
+{
+	rw_read_lock_entry(rw, false, KLI_SITE());
+}
+
+/* klock/rwlock.h's inline read lock failed its one try. A word with nothing that would
+ * have refused it means a reader changed it in between: a race lost. */
+void kl_rwlock_read_contended_(struct kl_rwlock *rw)
+{
+	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+
+	rw_read_lock_entry(rw, !(v & (RW_BIAS | RW_RD_BLOCK)), KLI_SITE());
 }
 
 bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
@@ -918,8 +1269,16 @@ bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
 	const void *site = KLI_SITE();
 	int err;
 
+	bool raced = false;
+
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY, site);
-	err = rw_read_try(rw, kli_owner(), memory_order_relaxed, false);
+	if (rw_read_fast(rw, &raced)) { /* the interposer's read lock comes here first */
+		err = 0;
+		if (raced)
+			rw_bias_arm(rw);
+	} else {
+		err = rw_read_try(rw, kli_owner(), memory_order_relaxed, false);
+	}
 	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
 		rw_report(rw, rw_lock_misuse(err), site);
 	kli_hook_acquired(rw, RW_KIND, KLI_HF_READ | KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0),
@@ -947,7 +1306,8 @@ enum kli_rw_held kli_rwlock_held(const struct kl_rwlock *rw)
 
 	if (v & RW_WRLOCK)
 		return KLI_RW_WRITER;
-	return v >= RW_RD_ONE ? KLI_RW_READERS : KLI_RW_FREE;
+	return v >= RW_RD_ONE || ((v & RW_BIAS) && rw_bias_held(rw)) ? KLI_RW_READERS
+								      : KLI_RW_FREE;
 }
 
 /*
@@ -974,6 +1334,10 @@ void (kl_rwlock_read_unlock)(struct kl_rwlock *rw)
 	uintptr_t old;
 
 	kli_hook_release(rw, RW_KIND, KLI_HF_READ, KLI_SITE());
+	if (rw_bias_release(rw)) {
+		kli_hook_released(rw, RW_KIND, KLI_HF_READ);
+		return;
+	}
 	old = rw_read_sub(rw);
 	if (kl_unlikely(rw_read_released_badly(rw, old)))
 		rw_read_released_slow(rw, old, KLI_SITE());
@@ -1017,6 +1381,9 @@ bool kl_rwlock_write_trylock(struct kl_rwlock *rw)
 
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_TRY, site);
 	err = rw_write_try(rw, kli_owner(), memory_order_relaxed);
+	if (err == 0 && kl_unlikely(atomic_load_explicit(&rw->word, memory_order_relaxed) &
+				    RW_BIAS))
+		err = rw_revoke(rw, NULL, false);
 	if (KLOCK_DEBUG_LOCKS && err == EINVAL)
 		rw_report(rw, rw_lock_misuse(err), site);
 	kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0), site);

@@ -150,7 +150,8 @@ static void test_rwlock_writers_exclude_everyone(void **state)
 	assert_int_equal(atomic_load(&violations), 0);
 	assert_int_equal(counter, writes_done * BUMPS);
 	assert_true(writes_done > 0);
-	assert_int_equal(atomic_load(&rw.word) & ~(uintptr_t)2, 0); /* free (maybe a stale hint) */
+	/* free (maybe a stale WRWANT hint, maybe the reader bias the readers turned on) */
+	assert_int_equal(atomic_load(&rw.word) & ~(uintptr_t)(2 | KL_RWLOCK_BIAS_), 0);
 	assert_int_equal(atomic_load(&rw.wwait), 0);
 	assert_int_equal(atomic_load(&rw.rwait), 0);
 	assert_int_equal(kl_rwlock_destroy(&rw), 0);
@@ -946,6 +947,126 @@ static void test_rwlock_write_held_by_an_exited_thread_has_no_owner(void **state
 	assert_false(kl_rwlock_write_trylock(&lk)); /* still held by the thread that exited */
 }
 
+/* ---- the reader bias ---------------------------------------------------------------------- */
+
+/* White-box: turn @l's reader bias on, as a reader that lost a race would. */
+static void bias_on(struct kl_rwlock *l)
+{
+	atomic_fetch_or(&l->word, (uintptr_t)KL_RWLOCK_BIAS_);
+}
+
+/* Does the calling thread hold @l through its bias slot? */
+static bool held_in_my_slot(const struct kl_rwlock *l)
+{
+	return atomic_load(&kl_rwlock_bias_[kl_rwlock_bias_col_(l)]) == (uintptr_t)l;
+}
+
+/* A reader that lost the word to another reader turns the bias on; the next read holds go
+ * to the thread's slot, not the shared count; a writer turns it off again and inhibits
+ * it for a while (bias_at). */
+static void test_rwlock_contended_reader_turns_the_bias_on_and_a_writer_off(void **state)
+{
+	kl_rwlock_init(&rw);
+	kl_rwlock_read_contended_(&rw); /* what the inline path calls after a lost race */
+	assert_int_equal(readers_of(&rw), 1);
+	assert_true(atomic_load(&rw.word) & KL_RWLOCK_BIAS_);
+	kl_rwlock_read_unlock(&rw);
+	kl_rwlock_read_lock(&rw);
+	assert_int_equal(readers_of(&rw), 0); /* not counted in the word ... */
+	assert_true(held_in_my_slot(&rw));    /* ... but published in our slot */
+	assert_int_equal(kli_rwlock_held(&rw), KLI_RW_READERS);
+	kl_rwlock_read_unlock(&rw);
+	assert_false(held_in_my_slot(&rw));
+	kl_rwlock_write_lock(&rw);
+	assert_false(atomic_load(&rw.word) & KL_RWLOCK_BIAS_);
+	assert_int_not_equal(atomic_load(&rw.bias_at), 0);
+	kl_rwlock_write_unlock(&rw);
+	assert_int_equal(atomic_load(&rw.word), 0);
+	assert_int_equal(kl_rwlock_destroy(&rw), 0);
+}
+
+/* KLOCK_RW_BIAS=off (the value it sets): a reader that lost a race leaves the bias off. */
+static void test_rwlock_bias_off_is_never_turned_on(void **state)
+{
+	atomic_store(&kli_rw_bias_inhibit_mult, 0xfffffffeu); /* what "off" stores */
+	kl_rwlock_init(&rw);
+	kl_rwlock_read_contended_(&rw);
+	assert_int_equal(readers_of(&rw), 1);
+	assert_false(atomic_load(&rw.word) & KL_RWLOCK_BIAS_);
+	kl_rwlock_read_unlock(&rw);
+	assert_int_equal(atomic_load(&rw.word), 0);
+	atomic_store(&kli_rw_bias_inhibit_mult, 0xffffffffu); /* read KLOCK_RW_BIAS again */
+}
+
+/* A read hold published in a slot keeps every writer out: trylock fails (and leaves the
+ * bias on, so the next writer still looks for the hold), a timed lock times out, a
+ * blocking lock waits until the hold is released, destroy answers EBUSY. */
+static void test_rwlock_biased_read_hold_keeps_writers_out(void **state)
+{
+	struct actor w;
+
+	kl_rwlock_init(&rw);
+	bias_on(&rw);
+	kl_rwlock_read_lock(&rw);
+	assert_true(held_in_my_slot(&rw));
+	assert_int_equal(actor_once(OP_TRY_WRITE), EBUSY);
+	assert_true(atomic_load(&rw.word) & KL_RWLOCK_BIAS_);
+	assert_int_equal(kl_rwlock_destroy(&rw), EBUSY);
+	assert_true(atomic_load(&rw.word) & KL_RWLOCK_BIAS_);
+	actor_start(&w, OP_TIMED_WRITE, 30);
+	actor_finish(&w);
+	assert_int_equal(w.ret, ETIMEDOUT);
+	actor_start(&w, OP_WRITE, 0);
+	klt_sleep_ms(50);
+	assert_int_equal(atomic_load(&w.state), 0); /* still waiting for our hold */
+	assert_int_equal(actor_once(OP_TRY_READ), EBUSY); /* the writer holds the word */
+	kl_rwlock_read_unlock(&rw);
+	actor_finish(&w);
+	assert_int_equal(w.ret, 0);
+	assert_int_equal(atomic_load(&rw.word), 0);
+	assert_int_equal(kl_rwlock_destroy(&rw), 0);
+}
+
+/* Readers are not tracked: a read unlock by a thread with no hold releases another
+ * thread's hold, whether that was counted or published in its slot (as before the bias). */
+static void *unlock_once(void *arg)
+{
+	kl_rwlock_read_unlock(arg);
+	return NULL;
+}
+
+static void test_rwlock_read_unlock_by_another_thread_releases_a_biased_hold(void **state)
+{
+	pthread_t t;
+
+	kl_rwlock_init(&rw);
+	bias_on(&rw);
+	kl_rwlock_read_lock(&rw);
+	assert_true(held_in_my_slot(&rw));
+	assert_int_equal(pthread_create(&t, NULL, unlock_once, &rw), 0);
+	pthread_join(t, NULL);
+	assert_false(held_in_my_slot(&rw));
+	assert_int_equal(actor_once(OP_TRY_WRITE), 0);
+	assert_int_equal(kl_rwlock_destroy(&rw), 0);
+}
+
+/* A thread whose slot for the lock is taken (a second read hold) counts itself in the
+ * word; both holds are released, in either order. */
+static void test_rwlock_second_read_hold_is_counted(void **state)
+{
+	kl_rwlock_init(&rw);
+	bias_on(&rw);
+	kl_rwlock_read_lock(&rw);
+	kl_rwlock_read_lock(&rw);
+	assert_true(held_in_my_slot(&rw));
+	assert_int_equal(readers_of(&rw), 1);
+	kl_rwlock_read_unlock(&rw);
+	kl_rwlock_read_unlock(&rw);
+	assert_false(held_in_my_slot(&rw));
+	assert_int_equal(readers_of(&rw), 0);
+	assert_int_equal(actor_once(OP_TRY_WRITE), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -969,6 +1090,11 @@ int main(void)
 		cmocka_unit_test(test_rwlock_static_initializer_works),
 		cmocka_unit_test(test_rwlock_misuse_is_reported),
 		cmocka_unit_test(test_rwlock_write_held_by_an_exited_thread_has_no_owner),
+		cmocka_unit_test(test_rwlock_contended_reader_turns_the_bias_on_and_a_writer_off),
+		cmocka_unit_test(test_rwlock_bias_off_is_never_turned_on),
+		cmocka_unit_test(test_rwlock_biased_read_hold_keeps_writers_out),
+		cmocka_unit_test(test_rwlock_read_unlock_by_another_thread_releases_a_biased_hold),
+		cmocka_unit_test(test_rwlock_second_read_hold_is_counted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,13 +62,14 @@ struct kl_rwlock {
 	KL_ATOMIC(uint64_t) rwait;   /* readers asleep (low half) | read locks granted to
 				      * them and not yet claimed (high half) */
 	KL_ATOMIC(uint32_t) spin_ns; /* average time recent successful spins took */
-	KL_ATOMIC(uint32_t) wspin;   /* writers spinning for it */
+	KL_ATOMIC(uint16_t) wspin;   /* writers spinning for it */
+	KL_ATOMIC(uint16_t) bias_at; /* coarse clock before which readers stay unbiased */
 	KL_ATOMIC(uint32_t) granted_at; /* coarse clock of the last hand-off to readers */
 	KL_ATOMIC(uint32_t) wpasses; /* write releases while a writer spun, since one won */
 };
 
 /* A statically initialised rwlock needs no kl_rwlock_init() and no kl_rwlock_destroy(). */
-#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0, 0 }
+#define KL_RWLOCK_INITIALIZER { 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** kl_rwlock_init - make @rw an unlocked rwlock. Never blocks. */
 KL_API void kl_rwlock_init(struct kl_rwlock *rw) KL_NONNULL(1);
@@ -144,10 +145,11 @@ KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
 
 /* The word's encoding (private; locks/rwlock.c's RW_*): the write-held bit (a writer's
  * word is its owner id, kl_mutex_self_, whose low bits are 0, with this bit set), the
- * destroyed bit, the bits that keep a new reader out (write-held, a writer waits,
- * destroyed), all flag bits, and one read hold. */
+ * destroyed bit, the reader-bias bit, the bits that keep a new reader out (write-held, a
+ * writer waits, destroyed), all flag bits, and one read hold. */
 #define KL_RWLOCK_WRLOCK_ 0x1u
 #define KL_RWLOCK_DESTROYED_ 0x4u
+#define KL_RWLOCK_BIAS_ 0x8u
 #define KL_RWLOCK_RD_BLOCK_ 0x7u
 #define KL_RWLOCK_FLAGS_ 0x7fu
 #define KL_RWLOCK_RD_ONE_ 0x80u
@@ -177,6 +179,53 @@ static inline void kl_rwlock_count_pass_(struct kl_rwlock *rw)
 }
 #endif
 
+/* The read lock for the inline path below once its one try failed: a lost race with
+ * another reader (a sign that the reader bias would pay), a blocking bit, or a biased
+ * entry refused. Private. */
+KL_API void kl_rwlock_read_contended_(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/*
+ * Reader bias (private; locks/rwlock.c's theory block). While the word has BIAS, a reader
+ * may publish its hold in its own thread's row of KL_RWLOCK_BIAS_SLOTS_ slots (the column
+ * a hash of the lock's address) instead of counting itself in the shared word; a writer
+ * clears the bias and waits for the published holds to go. kl_rwlock_bias_ is the calling
+ * thread's row, or a shared always-full row (no slot is ever 0) until its first library
+ * read lock and after it exits. Initial-exec TLS: libklock is loaded at start-up.
+ */
+#define KL_RWLOCK_BIAS_SLOTS_ 16u
+#ifndef __cplusplus
+__attribute__((tls_model("initial-exec"))) KL_API extern __thread _Atomic uintptr_t
+	*kl_rwlock_bias_;
+
+/* @rw's column in every thread's row: address bits above a struct's size, folded. */
+static inline unsigned kl_rwlock_bias_col_(const struct kl_rwlock *rw)
+{
+	uintptr_t a = (uintptr_t)rw;
+
+	return (unsigned)((a >> 6) ^ (a >> 10)) & (KL_RWLOCK_BIAS_SLOTS_ - 1u);
+}
+
+/* A biased read entry (B1/B2 of locks/rwlock.c): publish @rw in our row's free slot, then
+ * look at the word; BIAS with no blocking bit admits us, else the slot is taken back. */
+static inline bool kl_rwlock_bias_enter_(struct kl_rwlock *rw)
+{
+	_Atomic uintptr_t *s = kl_rwlock_bias_ + kl_rwlock_bias_col_(rw);
+
+	if (atomic_load_explicit(s, memory_order_relaxed) != 0)
+		return false;
+	/* B1: seq_cst publish (an exchange: a full barrier), SB with a writer's B3. */
+	atomic_exchange_explicit(s, (uintptr_t)rw, memory_order_seq_cst);
+	/* B2: seq_cst look (acquire: pairs with the last writer's W2 through the word's
+	 * release sequence, which the BIAS-setting RMW continues). */
+	if (__builtin_expect((atomic_load_explicit(&rw->word, memory_order_seq_cst) &
+			      (KL_RWLOCK_BIAS_ | KL_RWLOCK_RD_BLOCK_)) == KL_RWLOCK_BIAS_,
+			     1))
+		return true;
+	atomic_store_explicit(s, 0, memory_order_release); /* B5: pairs with B4 */
+	return false;
+}
+#endif
+
 /* The rest of kl_rwlock_read_unlock(), for the inline unlock below: the unlock dropped a
  * read hold from a word that was @old and found misuse (reported and undone here) or was
  * the last reader out with a writer asleep (woken here). Private. */
@@ -193,8 +242,11 @@ KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NON
  * counted (kl_rwlock_count_pass_). Anything else - an unregistered thread (id 0),
  * readers or a writer in the word, a flag, sleeping readers to hand the lock to, misuse -
  * calls the library, which starts afresh: a failed CAS changed nothing.
- * Read: the lock CASes one more read hold into a word with no blocking bit (R1, acquire);
- * a blocking bit calls the library. The unlock is the library's whole: the seq_cst
+ * Read: with BIAS in the word, the lock publishes the hold in the thread's own slot for
+ * @rw (B1) and keeps it if a second look finds BIAS and no blocking bit (B2); without
+ * BIAS it CASes one more read hold into a word with no blocking bit (R1, acquire). Either
+ * failing calls the library (kl_rwlock_read_contended_). The unlock clears the thread's
+ * slot if it holds @rw (B5, release); else it is the library's whole: the seq_cst
  * fetch-sub (R2), then, only if the word before was the last read hold and a writer
  * counted itself asleep (the S2 pair), or was no read hold at all (misuse), the library's
  * rest, kl_rwlock_read_released_().
@@ -246,23 +298,30 @@ static inline void kl_rwlock_read_lock_inline(struct kl_rwlock *rw)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 
-	/* R1: acquire, pairs with the last writer's W2/G3 (locks/rwlock.c). One try: a lost
-	 * race goes to the library, which retries. */
-	if (__builtin_expect(!(v & KL_RWLOCK_RD_BLOCK_) &&
-				     atomic_compare_exchange_strong_explicit(
-					     &rw->word, &v, v + KL_RWLOCK_RD_ONE_,
-					     memory_order_acquire, memory_order_relaxed),
-			     1))
-		return;
-	(kl_rwlock_read_lock)(rw);
+	if (v & KL_RWLOCK_BIAS_) {
+		if (__builtin_expect(kl_rwlock_bias_enter_(rw), 1))
+			return;
+	} else if (__builtin_expect(!(v & KL_RWLOCK_RD_BLOCK_) &&
+					    atomic_compare_exchange_strong_explicit(
+						    &rw->word, &v, v + KL_RWLOCK_RD_ONE_,
+						    memory_order_acquire, memory_order_relaxed),
+				    1)) {
+		return; /* R1: acquire, pairs with the last writer's W2/G3 (locks/rwlock.c) */
+	}
+	kl_rwlock_read_contended_(rw);
 }
 
 static inline void kl_rwlock_read_unlock_inline(struct kl_rwlock *rw)
 {
-	/* R2: release (seq_cst: store-buffering with S2, then we read wwait). */
-	uintptr_t old = atomic_fetch_sub_explicit(&rw->word, KL_RWLOCK_RD_ONE_,
-						  memory_order_seq_cst);
+	_Atomic uintptr_t *s = kl_rwlock_bias_ + kl_rwlock_bias_col_(rw);
+	uintptr_t old;
 
+	if (atomic_load_explicit(s, memory_order_relaxed) == (uintptr_t)rw) {
+		atomic_store_explicit(s, 0, memory_order_release); /* B5: pairs with B4 */
+		return;
+	}
+	/* R2: release (seq_cst: store-buffering with S2, then we read wwait). */
+	old = atomic_fetch_sub_explicit(&rw->word, KL_RWLOCK_RD_ONE_, memory_order_seq_cst);
 	if (__builtin_expect((old & (KL_RWLOCK_WRLOCK_ | KL_RWLOCK_DESTROYED_)) != 0 ||
 				     old < KL_RWLOCK_RD_ONE_ ||
 				     ((old & ~(uintptr_t)KL_RWLOCK_FLAGS_) == KL_RWLOCK_RD_ONE_ &&
