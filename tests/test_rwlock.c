@@ -59,7 +59,8 @@ static void test_rwlock_readers_share(void **state)
 	atomic_store(&sharers, 0);
 	klt_run_threads(2, share_thread, met, sizeof(met[0]));
 	assert_true(met[0] && met[1]);
-	assert_int_equal(atomic_load(&rw.word), 0);
+	/* free: no holds, maybe the reader bias the two readers turned on */
+	assert_int_equal(atomic_load(&rw.word) & ~(uintptr_t)KL_RWLOCK_BIAS_, 0);
 }
 
 /* ---- writers exclude everyone ----------------------------------------------------------- */
@@ -1038,6 +1039,9 @@ static void *unlock_once(void *arg)
 static void test_rwlock_read_unlock_by_another_thread_releases_a_biased_hold(void **state)
 {
 	pthread_t t;
+
+	if (KLOCK_WITNESS)
+		skip(); /* witness reports an unlock by a thread that does not hold the lock */
 
 	kl_rwlock_init(&rw);
 	bias_on(&rw);

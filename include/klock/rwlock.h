@@ -8,6 +8,13 @@
  * words (the OpenBSD 2024 rework): an unlock wakes one writer, or all readers, and only
  * when someone sleeps - never the whole herd to re-sleep.
  *
+ * Readers that collide on that word turn on a reader bias (BRAVO): each then publishes
+ * its hold in a slot of its own thread instead of the shared word, and a writer turns the
+ * bias off and waits for those holds, after which it stays off for three times what that
+ * took (KLOCK_RW_BIAS). A waiter leaves a thread that releases and retakes the lock at
+ * once its streak for a while (a spinning reader up to 32 us, a spinning writer facing
+ * readers up to 8 us) instead of taking each momentary opening.
+ *
  * Policy: writer preference with a time-bounded hand-off. A new reader defers to a
  * sleeping writer (so readers cannot starve writers); when a writer unlocks while readers
  * sleep and the lock's last hand-off is at least 1 ms old, it hands the lock to all of

@@ -130,6 +130,9 @@ static bool expect(bool ok, const char *what, const struct child *c)
 	return ok;
 }
 
+/* Runs of the busted adapters before the self-test says their checks do not fire. */
+#define BUSTED_TRIES 3
+
 static int busted_adapters(void)
 {
 	int n = 0;
@@ -151,11 +154,20 @@ static bool case_busted(const char *self)
 		       "checks fire\n");
 		return false;
 	}
-	c = run_child(self, args);
-	/* 66: ThreadSanitizer builds also see the overlapping sections as races. */
-	ok = expect((c.status == 1 || c.status == TSAN_EXIT) && count_of(c.out, "End of test: FAILURE") == n &&
-		    strstr(c.out, "!!!") != NULL && strstr(c.out, "End of test: SUCCESS") == NULL,
-		    "every busted adapter is reported as FAILURE with !!!", &c);
+	/* A busted lock shows a violation only when threads happen to overlap in it: in a
+	 * 16-vCPU TCG guest one run of busted_multikey's 1 s once had none (2026-12-04). A
+	 * detector that misses every one of BUSTED_TRIES runs is broken; one miss is chance. */
+	for (int t = 0; t < BUSTED_TRIES; t++) {
+		c = run_child(self, args);
+		/* 66: ThreadSanitizer builds also see the overlapping sections as races. */
+		ok = (c.status == 1 || c.status == TSAN_EXIT) &&
+		     count_of(c.out, "End of test: FAILURE") == n && strstr(c.out, "!!!") != NULL &&
+		     strstr(c.out, "End of test: SUCCESS") == NULL;
+		if (ok || t == BUSTED_TRIES - 1)
+			break;
+		free(c.out);
+	}
+	expect(ok, "every busted adapter is reported as FAILURE with !!!", &c);
 	free(c.out);
 	return ok;
 }
