@@ -265,11 +265,7 @@ static bool mtx_unspin(struct kl_mutex *m, kli_owner_t me)
  */
 static uintptr_t mtx_look_again(struct kl_mutex *m)
 {
-	struct kli_spin s;
-
-	kli_spin_start(&s, MTX_CONFIRM_NS);
-	while (kli_spin_poll(&s))
-		;
+	kli_spin_for(MTX_CONFIRM_NS);
 	return atomic_load_explicit(&m->owner, memory_order_relaxed);
 }
 

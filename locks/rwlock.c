@@ -57,8 +57,9 @@
  *                     set only while no writer holds it, cleared by a revoking writer
  *   bits 4-6          always 0
  *   bits 7..63        reader count when WRLOCK is clear (RW_RD_ONE per reader)
- *   0 = free. Read fast path: CAS count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path:
- *   CAS 0 -> id|WRLOCK.
+ *   0 = free. Read fast path: with BIAS, publish in the thread's slot (B1/B2); else CAS
+ *   count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path: CAS 0 -> id|WRLOCK (a word
+ *   with BIAS takes the library's W1/B3 and a revocation).
  * Side words: wwait (the writers' futex word; low 16 bits: writers asleep or about to
  * sleep; high 16 bits: wake-ups sent to them and not yet taken back, at most the low half -
  * one wake-up system call per sleep, not one per release while the woken writer is on its
@@ -148,8 +149,9 @@
  * sleeper counted itself, and kl_rwlock_count_pass_() (rw_pass) while wspin is 1. Any
  * other case calls the exported function, which starts afresh: a failed CAS changed
  * nothing, so misuse is still caught there. The read side
- * likewise: R1 once, into a word with no RW_RD_BLOCK bit (else the library), and the
- * whole unlock - R2, then rw_read_released_badly()'s test, and only if it holds the
+ * likewise: with BIAS the biased entry (B1/B2, kl_rwlock_bias_enter_), else R1 once, into
+ * a word with no RW_RD_BLOCK bit (else the library, kl_rwlock_read_contended_), and the
+ * whole unlock - the thread's slot cleared if it holds the lock (B5), else R2, then rw_read_released_badly()'s test, and only if it holds the
  * library's rest, kl_rwlock_read_released_() (rw_read_released_slow: undo and report a
  * misuse, or wake the writer that the last reader out found asleep). The encoding the
  * header needs is there as KL_RWLOCK_*_, and RW_* below are defined from it. klbench
@@ -716,13 +718,10 @@ static bool rw_read_blocked(const struct kl_rwlock *rw, uintptr_t v, bool bold)
  */
 static bool rw_still_open(const struct kl_rwlock *rw, bool writer)
 {
-	struct kli_spin s;
 	uintptr_t v;
 
 	for (unsigned i = 0; i < RW_CONFIRM_LOOKS; i++) {
-		kli_spin_start(&s, RW_CONFIRM_NS);
-		while (kli_spin_poll(&s))
-			;
+		kli_spin_for(RW_CONFIRM_NS);
 		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 		if (writer ? (v & ~(RW_WRWANT | RW_BIAS)) != 0 : rw_read_blocked(rw, v, false))
 			return false;
@@ -844,9 +843,8 @@ static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, bo
 			const void *site)
 {
 	unsigned flags = KLI_HF_READ | (abstime != NULL ? KLI_HF_TRY : 0);
-	int err = 0;
-
 	bool raced = false;
+	int err = 0;
 
 	kli_hook_acquire(rw, RW_KIND, flags, site);
 	if (!rw_read_fast(rw, &raced))

@@ -58,6 +58,16 @@ static inline bool kli_spin_poll(struct kli_spin *s)
 	return !kli_spin_expired(s);
 }
 
+/* Relax hints for @ns, touching nothing shared (a spinner's pause between two looks). */
+static inline void kli_spin_for(uint64_t ns)
+{
+	struct kli_spin s;
+
+	kli_spin_start(&s, ns);
+	while (kli_spin_poll(&s))
+		;
+}
+
 /* One backoff step (doubling, capped); false once the budget is spent. */
 static inline bool kli_spin_backoff(struct kli_spin *s)
 {
