@@ -32,9 +32,10 @@
  * word to another reader - the line is moving between readers - unless a revocation
  * inhibits it. A writer that takes a biased word (W1, which keeps BIAS, seq_cst: B3) then
  * revokes: it reads the lock's column in every thread record (B4), waiting for each hold
- * to go (polled for RW_BIAS_SPIN_NS, then naps of 10 us doubling to 1 ms: a reader's
- * unlock stays one plain store, at the price of a writer overrunning a long read section
- * by up to one nap), clears BIAS and inhibits it for RW_BIAS_INHIBIT_MULT times what the
+ * to go (polled for RW_BIAS_SPIN_NS, then asleep: it sets BIAS_WAIT and runs the heavy
+ * half of the fence pair, and a biased release, after its light half, wakes it when it
+ * sees BIAS_WAIT - so the reader's unlock stays a store, a compiler barrier and a load of
+ * a line it already shares), clears BIAS and inhibits it for RW_BIAS_INHIBIT_MULT times what the
  * revocation took (bias_at). A writer that gives up meanwhile (trylock, deadline)
  * releases the word with BIAS kept: holds may remain in slots, and only BIAS makes the
  * next writer look for them. Invariant: no thread holds the lock through a slot while
@@ -55,7 +56,9 @@
  *   bit 2  DESTROYED  poisoned by kl_rwlock_destroy()
  *   bit 3  BIAS       readers may hold it through their threads' slots (see above);
  *                     set only while no writer holds it, cleared by a revoking writer
- *   bits 4-6          always 0
+ *   bit 4  BIAS_WAIT  a revoking writer sleeps until a biased hold goes (set and cleared
+ *                     only by that writer, which holds WRLOCK)
+ *   bits 5-6          always 0
  *   bits 7..63        reader count when WRLOCK is clear (RW_RD_ONE per reader)
  *   0 = free. Read fast path: with BIAS, publish in the thread's slot (B1/B2); else CAS
  *   count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path: CAS 0 -> id|WRLOCK (a word
@@ -138,6 +141,12 @@
  *       by an RMW (B6) that continues the release sequence of that writer's W2.
  *   B5  a biased reader's release store clearing its slot   pairs with B4 (acquire)
  *   B6  relaxed CAS setting BIAS, by a counted reader (no writer can hold the lock)
+ *   B7  a biased release's light fence (compiler barrier) between B5 and its load of the
+ *       word; B8, a revoking writer's heavy fence (membarrier) between setting BIAS_WAIT
+ *       and its look at the slot: the asymmetric pair - either the releaser sees
+ *       BIAS_WAIT and wakes, or the writer sees the slot cleared and does not sleep.
+ *   B9  the waker's release bump of rw_revoke_seq   pairs with B10, the sleeper's acquire
+ *       load before its look: a wait on a value read before the bump returns at once.
  *   wspin and wpasses order nothing (relaxed): a count missed or lost only moves a
  *   spinner's restart or turn; whoever takes the lock still does so by W1.
  *
@@ -169,7 +178,7 @@
  * bounded starvation both ways; downgrade; timed variants; readers that collide stop
  * sharing a line (the bias). Cons / limits: unbiased readers share one cache line; a
  * biased lock's writer pays a scan of every thread record ever registered (one line
- * each: ~100 ns apiece when they miss) and up to one nap past a long read section; a
+ * each: ~100 ns apiece when they miss), and one that sleeps a membarrier; a
  * thread that exits holding a read lock leaves it held for ever (counted or in its
  * record's slot, which the record's next thread may then release); no read recursion;
  * writers are not FIFO among themselves, and only a lone spinning writer gets kl_mutex's
@@ -193,6 +202,7 @@
 #define RW_WRWANT 0x2ul
 #define RW_DESTROYED ((uintptr_t)KL_RWLOCK_DESTROYED_)
 #define RW_BIAS ((uintptr_t)KL_RWLOCK_BIAS_)
+#define RW_BIAS_WAIT ((uintptr_t)KL_RWLOCK_BIAS_WAIT_)
 #define RW_FLAGS ((uintptr_t)KL_RWLOCK_FLAGS_)
 #define RW_RD_ONE ((uintptr_t)KL_RWLOCK_RD_ONE_)
 /* Word bits that keep a new reader out. */
@@ -260,12 +270,8 @@ _Atomic uint64_t kli_rw_handoff_every_ns = RW_HANDOFF_EVERY_NS;
 /* Longest inhibition, in bias_at units (about 8.4 ms): a bias_at further ahead than this is
  * a stale value the 16-bit clock wrapped past, and no longer inhibits. */
 #define RW_BIAS_WINDOW_MAX 0x7fffu
-/* A revoking writer polls a published hold this long before it naps between looks. */
+/* A revoking writer polls a published hold this long before it sleeps until woken. */
 #define RW_BIAS_SPIN_NS KLI_STALL_NS
-/* Its naps: the first, doubling up to the last (the extra wait stays under the wait so
- * far, and under this once the holder has been inside for ms). */
-#define RW_BIAS_NAP_MIN_NS 10000ull
-#define RW_BIAS_NAP_MAX_NS 1000000ull
 /* A slot value no lock has (locks are aligned): the shared row is full of it. */
 #define RW_BIAS_NONE ((uintptr_t)1)
 
@@ -283,8 +289,9 @@ _Static_assert(KL_RWLOCK_BIAS_SLOTS_ == 16, "rw_bias_full lists every slot");
 __attribute__((tls_model("initial-exec"))) __thread _Atomic uintptr_t *kl_rwlock_bias_ =
 	rw_bias_full;
 
-/* Nap target of revoking writers: never written, so a wait on it is a timed sleep. */
-static _Atomic uint32_t rw_nap_word;
+/* Revoking writers asleep (any lock's) wait on this; a biased release that sees
+ * BIAS_WAIT bumps it (release, B9) and wakes them all: revokers that sleep are rare. */
+static _Atomic uint32_t rw_revoke_seq;
 static pthread_once_t rw_bias_once = PTHREAD_ONCE_INIT;
 
 /* wwait: writers asleep or about to sleep (low half), wake-ups sent to them that they
@@ -425,7 +432,7 @@ static inline bool rw_bias_release(struct kl_rwlock *rw)
 
 	if (atomic_load_explicit(s, memory_order_relaxed) != (uintptr_t)rw)
 		return false;
-	atomic_store_explicit(s, 0, memory_order_release); /* B5: pairs with B4 */
+	kl_rwlock_bias_leave_(rw, s);
 	return true;
 }
 
@@ -479,24 +486,42 @@ static KL_NOINLINE void rw_bias_arm(struct kl_rwlock *rw)
 						memory_order_relaxed);
 }
 
-/* Sleeps about @ns, or until @abstime if that is sooner. */
-static void rw_bias_nap(uint64_t ns, const struct timespec *abstime)
+/* The release half of a revoking writer's sleep: a biased hold went while BIAS_WAIT was
+ * set. B9: release, pairs with B10 - a writer that reads the new count sees the slot. */
+void kl_rwlock_bias_released_(struct kl_rwlock *rw)
 {
-	struct timespec until;
+	(void)rw;
+	atomic_fetch_add_explicit(&rw_revoke_seq, 1, memory_order_release);
+	kl_wake(&rw_revoke_seq, KL_WAKE_ALL);
+}
 
-	kli_deadline_after(&until, ns);
-	if (abstime != NULL && (abstime->tv_sec < until.tv_sec ||
-				(abstime->tv_sec == until.tv_sec && abstime->tv_nsec < until.tv_nsec)))
-		until = *abstime;
-	kl_wait(&rw_nap_word, 0, &until);
+/* Sleeps until the hold in @slot goes (woken by its release, kl_rwlock_bias_released_)
+ * or @abstime passes. BIAS_WAIT is set first, then B8 - the heavy half of the fence pair,
+ * against B7, the releaser's light half: either it sees BIAS_WAIT and wakes us, or our
+ * look after B8 sees its slot cleared. 0 or ETIMEDOUT. */
+static int rw_bias_sleep(struct kl_rwlock *rw, _Atomic uintptr_t *slot,
+			 const struct timespec *abstime)
+{
+	uint32_t seq;
+
+	atomic_fetch_or_explicit(&rw->word, RW_BIAS_WAIT, memory_order_relaxed);
+	kl_fence_heavy(); /* B8: pairs with B7 */
+	for (;;) {
+		/* B10: acquire, pairs with B9: a bump we read comes after the slot's clearing. */
+		seq = atomic_load_explicit(&rw_revoke_seq, memory_order_acquire);
+		if (atomic_load_explicit(slot, memory_order_seq_cst) != (uintptr_t)rw)
+			return 0; /* B4 */
+		if (kli_deadline_passed(abstime))
+			return ETIMEDOUT;
+		kl_wait(&rw_revoke_seq, seq, abstime);
+	}
 }
 
 /* Waits for the hold published in @slot, if it is one of @rw, to go: polls for
- * RW_BIAS_SPIN_NS, then naps between looks (doubling). @wait false: EAGAIN at once. */
-static int rw_bias_drain(const struct kl_rwlock *rw, _Atomic uintptr_t *slot,
+ * RW_BIAS_SPIN_NS, then sleeps until its release wakes us. @wait false: EAGAIN at once. */
+static int rw_bias_drain(struct kl_rwlock *rw, _Atomic uintptr_t *slot,
 			 const struct timespec *abstime, bool wait)
 {
-	uint64_t nap = RW_BIAS_NAP_MIN_NS;
 	struct kli_spin s;
 
 	kli_spin_start(&s, RW_BIAS_SPIN_NS);
@@ -504,12 +529,8 @@ static int rw_bias_drain(const struct kl_rwlock *rw, _Atomic uintptr_t *slot,
 	while (atomic_load_explicit(slot, memory_order_seq_cst) == (uintptr_t)rw) {
 		if (!wait)
 			return EAGAIN;
-		if (kli_spin_poll(&s))
-			continue;
-		if (kli_deadline_passed(abstime))
-			return ETIMEDOUT;
-		rw_bias_nap(nap, abstime);
-		nap = nap * 2 < RW_BIAS_NAP_MAX_NS ? nap * 2 : RW_BIAS_NAP_MAX_NS;
+		if (!kli_spin_poll(&s))
+			return rw_bias_sleep(rw, slot, abstime);
 	}
 	return 0;
 }
@@ -553,7 +574,7 @@ static KL_NOINLINE int rw_revoke(struct kl_rwlock *rw, const struct timespec *ab
 	}
 	rw_bias_inhibit(rw, kli_cycles_to_ns(kl_arch_cycles() - t0));
 	/* Under our write hold: only WRWANT may change meanwhile, and this RMW keeps it. */
-	atomic_fetch_and_explicit(&rw->word, ~RW_BIAS, memory_order_relaxed);
+	atomic_fetch_and_explicit(&rw->word, ~(RW_BIAS | RW_BIAS_WAIT), memory_order_relaxed);
 	return 0;
 }
 
@@ -581,8 +602,12 @@ static bool rw_bias_release_other(struct kl_rwlock *rw)
 		/* B5 for that holder: release, pairs with B4. */
 		if (atomic_compare_exchange_strong_explicit(&t->rw_bias[col], &h, 0,
 							    memory_order_release,
-							    memory_order_relaxed))
+							    memory_order_relaxed)) {
+			/* B7 (the CAS is a full barrier): a revoking writer may sleep on it */
+			if (atomic_load_explicit(&rw->word, memory_order_relaxed) & RW_BIAS_WAIT)
+				kl_rwlock_bias_released_(rw);
 			return true;
+		}
 	}
 	return false;
 }

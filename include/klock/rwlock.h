@@ -53,6 +53,7 @@
 #include <time.h>
 #include <klock/compiler.h>
 #include <klock/config.h>
+#include <klock/fence.h>
 #include <klock/mutex.h>
 #ifndef __cplusplus
 #include <stdatomic.h>
@@ -152,11 +153,12 @@ KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
 
 /* The word's encoding (private; locks/rwlock.c's RW_*): the write-held bit (a writer's
  * word is its owner id, kl_mutex_self_, whose low bits are 0, with this bit set), the
- * destroyed bit, the reader-bias bit, the bits that keep a new reader out (write-held, a
+ * destroyed bit, the reader-bias bit, the bit that says a revoking writer sleeps, the bits that keep a new reader out (write-held, a
  * writer waits, destroyed), all flag bits, and one read hold. */
 #define KL_RWLOCK_WRLOCK_ 0x1u
 #define KL_RWLOCK_DESTROYED_ 0x4u
 #define KL_RWLOCK_BIAS_ 0x8u
+#define KL_RWLOCK_BIAS_WAIT_ 0x10u
 #define KL_RWLOCK_RD_BLOCK_ 0x7u
 #define KL_RWLOCK_FLAGS_ 0x7fu
 #define KL_RWLOCK_RD_ONE_ 0x80u
@@ -212,6 +214,21 @@ static inline unsigned kl_rwlock_bias_col_(const struct kl_rwlock *rw)
 	return (unsigned)((a >> 6) ^ (a >> 10)) & (KL_RWLOCK_BIAS_SLOTS_ - 1u);
 }
 
+/* A biased hold's release saw a revoking writer asleep (BIAS_WAIT): wake it. Private. */
+KL_API void kl_rwlock_bias_released_(struct kl_rwlock *rw) KL_NONNULL(1);
+
+/* Releases a biased hold in slot @s (B5, release), then - light half of the fence pair,
+ * B7 - looks for a revoking writer asleep (BIAS_WAIT, set before its heavy half). */
+static inline void kl_rwlock_bias_leave_(struct kl_rwlock *rw, _Atomic uintptr_t *s)
+{
+	atomic_store_explicit(s, 0, memory_order_release); /* B5: pairs with B4 */
+	kl_fence_light_inline_();                          /* B7: pairs with B8 */
+	if (__builtin_expect(atomic_load_explicit(&rw->word, memory_order_relaxed) &
+				     KL_RWLOCK_BIAS_WAIT_,
+			     0))
+		kl_rwlock_bias_released_(rw);
+}
+
 /* A biased read entry (B1/B2 of locks/rwlock.c): publish @rw in our row's free slot, then
  * look at the word; BIAS with no blocking bit admits us, else the slot is taken back. */
 static inline bool kl_rwlock_bias_enter_(struct kl_rwlock *rw)
@@ -228,7 +245,7 @@ static inline bool kl_rwlock_bias_enter_(struct kl_rwlock *rw)
 			      (KL_RWLOCK_BIAS_ | KL_RWLOCK_RD_BLOCK_)) == KL_RWLOCK_BIAS_,
 			     1))
 		return true;
-	atomic_store_explicit(s, 0, memory_order_release); /* B5: pairs with B4 */
+	kl_rwlock_bias_leave_(rw, s); /* a revoking writer may sleep on our publish */
 	return false;
 }
 #endif
@@ -324,7 +341,7 @@ static inline void kl_rwlock_read_unlock_inline(struct kl_rwlock *rw)
 	uintptr_t old;
 
 	if (atomic_load_explicit(s, memory_order_relaxed) == (uintptr_t)rw) {
-		atomic_store_explicit(s, 0, memory_order_release); /* B5: pairs with B4 */
+		kl_rwlock_bias_leave_(rw, s);
 		return;
 	}
 	/* R2: release (seq_cst: store-buffering with S2, then we read wwait). */
