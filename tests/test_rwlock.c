@@ -962,6 +962,15 @@ static bool held_in_my_slot(const struct kl_rwlock *l)
 	return atomic_load(&kl_rwlock_bias_[kl_rwlock_bias_col_(l)]) == (uintptr_t)l;
 }
 
+/* A fresh rw with the bias on, read-held by the caller through its slot. */
+static void read_hold_in_my_slot(void)
+{
+	kl_rwlock_init(&rw);
+	bias_on(&rw);
+	kl_rwlock_read_lock(&rw);
+	assert_true(held_in_my_slot(&rw));
+}
+
 /* A reader that lost the word to another reader turns the bias on; the next read holds go
  * to the thread's slot, not the shared count; a writer turns it off again and inhibits
  * it for a while (bias_at). */
@@ -1006,10 +1015,7 @@ static void test_rwlock_biased_read_hold_keeps_writers_out(void **state)
 {
 	struct actor w;
 
-	kl_rwlock_init(&rw);
-	bias_on(&rw);
-	kl_rwlock_read_lock(&rw);
-	assert_true(held_in_my_slot(&rw));
+	read_hold_in_my_slot();
 	assert_int_equal(actor_once(OP_TRY_WRITE), EBUSY);
 	assert_true(atomic_load(&rw.word) & KL_RWLOCK_BIAS_);
 	assert_int_equal(kl_rwlock_destroy(&rw), EBUSY);
@@ -1036,10 +1042,7 @@ static void test_rwlock_writer_asleep_on_a_biased_hold_is_woken_by_its_release(v
 {
 	struct actor w;
 
-	kl_rwlock_init(&rw);
-	bias_on(&rw);
-	kl_rwlock_read_lock(&rw);
-	assert_true(held_in_my_slot(&rw));
+	read_hold_in_my_slot();
 	actor_start(&w, OP_WRITE, 0);
 	while (!(atomic_load(&rw.word) & KL_RWLOCK_BIAS_WAIT_)) /* it sleeps */
 		klt_sleep_ms(1);
@@ -1065,10 +1068,7 @@ static void test_rwlock_read_unlock_by_another_thread_releases_a_biased_hold(voi
 	if (KLOCK_WITNESS)
 		skip(); /* witness reports an unlock by a thread that does not hold the lock */
 
-	kl_rwlock_init(&rw);
-	bias_on(&rw);
-	kl_rwlock_read_lock(&rw);
-	assert_true(held_in_my_slot(&rw));
+	read_hold_in_my_slot();
 	assert_int_equal(pthread_create(&t, NULL, unlock_once, &rw), 0);
 	pthread_join(t, NULL);
 	assert_false(held_in_my_slot(&rw));
