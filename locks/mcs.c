@@ -11,7 +11,12 @@
  *
  * State:
  *   tail          0 = free; else the last queued node (the holder's, when alone)
- *   node.next     the successor's node, written by the successor once it has linked in
+ *   node.next     the successor's node, written by the successor once it has linked in,
+ *                 with two flags in the low bits (nodes are at least 4-aligned), which the
+ *                 holder reads with the link anyway (C6) instead of reading the
+ *                 successor's node: bit 0 MCS_LINK_COUNTED, the successor is in crowd's
+ *                 count (the granter uncounts it); bit 1 MCS_LINK_NEXT, it found us
+ *                 holding the lock and knows it is next (no promotion to make)
  *   node.locked   MCS_WAITING (far back); MCS_NEAR (second behind the holder: stay
  *                 awake); MCS_NEXT (right behind the holder); MCS_SLEEPING (gave up
  *                 spinning, or next/second in line spent MCS_NEAR_AWAKE_NS awake, and
@@ -21,12 +26,12 @@
  *                 them): the waiter writes them itself before it links in, from what it
  *                 read in its predecessor's node; afterwards only the predecessor promotes
  *                 it, when it becomes next (-> NEAR) or is granted the lock (-> NEXT)
- *   crowd         bits 0-15: waiters that came in through the crowding check (counted
- *                 from before their exchange until granted); bits 16-31: passive waiters
- *                 parked on &crowd (see Oversubscription)
- *   node.flags    MCS_NODE_COUNTED: this waiter is in crowd's count (written before C2;
- *                 the predecessor reads it after C6 and takes it out of the count before
- *                 the grant, so a holder that unlocks and relocks sees the true count)
+ *   node.pos      the waiter's place in the queue when it linked in (1: right behind
+ *                 the holder; 0: not known yet), written before C2, read only by its
+ *                 successor, before that one links in (see Oversubscription)
+ *   crowd         bits 0-14: counted waiters (from before their exchange until granted);
+ *                 bit 15 MCS_COUNTING: newcomers count themselves (the queue has run
+ *                 deeper than the CPUs); bits 16-31: passive waiters parked on &crowd
  *   holder        debug builds only (locks/lockdebug.h)
  * Invariants: the nodes from the holder's to tail form the FIFO of waiters, except for a
  * successor between its exchange and its link store (C2): the holder's unlock waits for it.
@@ -52,18 +57,33 @@
  * That still pays a wake-up per hand-over once more threads queue than there are CPUs
  * (measured 20-80 k ops/s at 8 threads on 2 CPUs). So the queue is also kept short, as in
  * kl_ticket (concurrency restriction: Dice & Kogan's GCR, Dice's Malthusian locks): a
- * locker that finds the lock held goes through mcs_lock_contended(), which counts the
- * waiters it lets in (crowd's low half); with holder + counted waiters at kli_crowd_max
- * (the CPUs we may run on), a newcomer parks passive on &crowd, without a node in the
- * queue, until the unlock that leaves the lock free wakes it, or MCS_ROTATE_NS passes;
- * then it queues like anyone. The count is a heuristic (a locker that saw the lock free
- * but lost the race to the exchange queues uncounted): nothing rests on it but speed.
+ * locker that finds the lock held goes through mcs_lock_contended(); while counting is
+ * on it counts the waiters it lets in (crowd's low bits); with holder + counted waiters
+ * at kli_crowd_max (the CPUs we may run on), a newcomer parks passive on &crowd, without
+ * a node in the queue, until the unlock that leaves the lock free wakes it, or
+ * MCS_ROTATE_NS passes; then it queues like anyone.
+ * Counting on demand. The count costs the hand-over a trip of the lock's line (the
+ * granter's decrement, which must come before the grant: the lock may be freed right
+ * after it), where plain MCS moves that line only in the relocker's exchange, off the
+ * critical path: kl_mcs ran 0.6-0.8x ck's MCS with two threads on two CPUs while it
+ * counted every waiter. A queue that fits on the CPUs needs no count. So counting is off
+ * until a waiter links in at a place (node.pos, worked out from its predecessor's node)
+ * of kli_crowd_max or more: that waiter turns it on and counts itself. It goes off again
+ * when a counted waiter links in right behind the holder with nobody else counted or
+ * passive. Each waiter's link says whether it is counted (MCS_LINK_COUNTED), so the
+ * granter uncounts exactly the counted ones, whatever the switch did meanwhile. The gate
+ * closes one queue's worth late after counting turns on (the waiters already queued are
+ * not in the count). All of it is a heuristic (a place is an estimate; a locker that saw
+ * the lock free but lost the race to the exchange queues uncounted): nothing rests on it
+ * but speed.
  *
  * Memory ordering:
  *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
  *       it from the last holder's release); release publishes our node's initialisation
  *       to the successor that finds it through tail
- *   C2  release store of prev.next = us    pairs with the predecessor's acquire load (C6)
+ *   C2  release store of prev.next = us (| MCS_LINK_COUNTED)   pairs with the
+ *       predecessor's acquire load (C6), which also tells it to take us out of the count
+ *       before the grant (so a holder that unlocks and relocks sees the true count)
  *   C3  release CAS tail: us -> 0 (no successor)   pairs with C1 of the next locker
  *   C4  acquire load of our locked flag    pairs with C5
  *   C5  release exchange of the successor's locked flag: our critical section happens-
@@ -71,7 +91,17 @@
  *       waiter's CAS WAITING/NEAR/NEXT -> SLEEPING and this exchange are RMWs on one
  *       word, so exactly one of "it sees GRANTED and does not sleep" / "we see SLEEPING
  *       and wake it" happens (mcs_promote's CAS SLEEPING -> NEAR/NEXT, then kl_wake, is
- *       the same argument for a promotion)
+ *       the same argument for a promotion). Where rseq can be had (mcs_rseq_off), C5 to
+ *       a waiter in NEXT or NEAR is instead a plain store in an rseq section (G1)
+ *   G1/G2 asymmetric pair, the grant against a waiter going to sleep: G1 (mcs_grant) reads
+ *       the successor's flag and, if NEXT or NEAR, stores GRANTED, as one rseq section
+ *       (no LOCK prefix: the exchange cost a 2-thread hand-over a third of its speed); a
+ *       waiter leaving NEXT or NEAR for SLEEPING (its CAS) runs G2, membarrier(PRIVATE_
+ *       EXPEDITED_RSEQ), before it sleeps. A G1 that read the old flag has then either
+ *       committed (its GRANTED is visible: the futex wait returns at once) or been
+ *       restarted (it reads SLEEPING and takes the exchange and wake-up). G2 costs a
+ *       membarrier per sleep of a waiter near the lock (after MCS_NEAR_AWAKE_NS awake);
+ *       waiters further back sleep without one, and G1 never commits over their flags
  *   C6  acquire load of our next link (unlock, mcs_promote)   pairs with C2
  *   S1/S2 asymmetric pair, passive waiters: the waiter adds itself to crowd and issues
  *       the heavy fence (S1) before its validate reads tail; the unlock that swings tail
@@ -96,10 +126,12 @@
  * sleeper (far back, or near after a hold longer than MCS_NEAR_AWAKE_NS) costs a wake-up
  * latency that a barging lock would not pay; oversubscribed,
  * fairness is long-term (the rotation period), not per acquisition. Limits: fewer than
- * 2^16 counted waiters and 2^16 passive waiters per lock.
+ * 2^15 counted waiters and 2^16 passive waiters per lock.
  */
 #include <klock/mcs.h>
 #include <klock/wait.h>
+#include <pthread.h>
+#include "cpu.h"
 #include "fence_impl.h"
 #include "hooks.h"
 #include "lockdebug.h"
@@ -118,12 +150,18 @@
 /* A passive waiter's longest sleep before it queues anyway: the rotation period (as
  * kl_ticket's: about kl_mutex's hand-off threshold). */
 #define MCS_ROTATE_NS 1000000u
-/* crowd: one passive waiter (the high half), and the counted waiters (low half). */
+/* crowd: one passive waiter (the high half); counting on (bit 15); the counted waiters
+ * (bits 0-14). */
 #define MCS_PASSIVE_ONE KL_MCS_CROWD_PASSIVE_ONE
-#define MCS_QUEUED_MASK (MCS_PASSIVE_ONE - 1u)
+#define MCS_COUNTING KL_MCS_CROWD_COUNTING
+#define MCS_QUEUED_MASK (MCS_COUNTING - 1u)
 
-/* node.flags: the waiter is counted in crowd. */
-#define MCS_NODE_COUNTED 1u
+/* Bit 0 of a node's link: the successor that wrote it is counted in crowd. */
+#define MCS_LINK_COUNTED ((uintptr_t)1)
+/* Bit 1: the successor that wrote it found us holding the lock, so it knows it is next
+ * (its holder-to-be need not read its node to promote it: see mcs_promote()). */
+#define MCS_LINK_NEXT ((uintptr_t)2)
+#define MCS_LINK_FLAGS (MCS_LINK_COUNTED | MCS_LINK_NEXT)
 
 /* node.locked values. */
 #define MCS_WAITING 0u
@@ -132,6 +170,14 @@
 #define MCS_HOLDER KL_MCS_NODE_HOLDER
 #define MCS_NEXT 4u
 #define MCS_NEAR 5u
+
+/* A link's flags need spare low bits in node addresses. */
+_Static_assert(_Alignof(struct kl_mcs_node) > MCS_LINK_FLAGS, "a link's flags need aligned nodes");
+
+static struct kl_mcs_node *link_node(uintptr_t link)
+{
+	return (struct kl_mcs_node *)(link & ~MCS_LINK_FLAGS);
+}
 
 /* A node's value seen by the thread queued right behind it: where does that put us? Read
  * only before we link in (see the invariants). */
@@ -148,11 +194,11 @@ static uint32_t mcs_rank_behind(uint32_t prev)
  * reads our own state instead (mcs_rank_behind); one that misses both only loses the hint. */
 static void mcs_promote(struct kl_mcs_node *n, uint32_t to)
 {
-	struct kl_mcs_node *next = (struct kl_mcs_node *)atomic_load_explicit(
-		&n->next, memory_order_acquire); /* C6 */
+	uintptr_t link = atomic_load_explicit(&n->next, memory_order_acquire); /* C6 */
+	struct kl_mcs_node *next = link_node(link);
 	uint32_t v;
 
-	if (next == NULL)
+	if (next == NULL || (link & MCS_LINK_NEXT)) /* none, or it knows it is next */
 		return;
 	v = atomic_load_explicit(&next->locked, memory_order_relaxed);
 	do {
@@ -175,7 +221,74 @@ static void mcs_node_init(struct kl_mcs_node *n)
 {
 	atomic_store_explicit(&n->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&n->locked, 0, memory_order_relaxed);
+	atomic_store_explicit(&n->pos, 0, memory_order_relaxed);
 }
+
+/* Our place in the queue (1: right behind the holder), from our predecessor's node: its
+ * state (@rank is what that made ours), else the place it linked in at, plus one (read
+ * before C2; see the invariants). A hint: a predecessor that has moved up since it linked
+ * in makes ours look farther than it is, one that has not written its place yet (0) makes
+ * it look nearer. */
+static uint32_t mcs_place_behind(const struct kl_mcs_node *prev, uint32_t rank)
+{
+	uint32_t p;
+
+	if (rank != MCS_WAITING) /* our predecessor holds the lock, or is next */
+		return rank == MCS_NEXT ? 1 : 2;
+	p = atomic_load_explicit(&prev->pos, memory_order_relaxed) + 1;
+	return p > 2 ? p : 2; /* not next, so at least second */
+}
+
+/* Turns counting on when we queued at a place that oversubscribes the lock (counting
+ * ourselves: returns MCS_LINK_COUNTED), and off when we, counted, queued right behind the
+ * holder with nobody else counted or passive. @counted: MCS_LINK_COUNTED or 0. */
+static uintptr_t mcs_note_place(struct kl_mcs *l, uint32_t place, uintptr_t counted)
+{
+	uint32_t c;
+
+	if (!counted && place >= kli_crowd_max) {
+		c = atomic_load_explicit(&l->crowd, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&l->crowd, &c, (c | MCS_COUNTING) + 1,
+							      memory_order_relaxed,
+							      memory_order_relaxed))
+			;
+		return MCS_LINK_COUNTED;
+	}
+	if (counted && place == 1) {
+		c = MCS_COUNTING | 1u; /* only we are counted, nobody passive */
+		atomic_compare_exchange_strong_explicit(&l->crowd, &c, 1u, memory_order_relaxed,
+							memory_order_relaxed);
+	}
+	return counted;
+}
+
+/* The grant's rseq store (G1): glibc's rseq offset when both it and the sleeping
+ * waiter's fence (G2) can be had, else 0 (every grant is an exchange). Fixed before
+ * main(), so granter and waiter always agree. */
+static long mcs_rseq_off;
+static pthread_once_t mcs_once = PTHREAD_ONCE_INIT;
+
+static void mcs_mode_init(void)
+{
+	kli_init();
+#if KL_ARCH_HAVE_RSEQ_STORE && !KLOCK_TSAN /* TSan cannot see a grant made in asm */
+	if (kli_cpu_mode >= KLI_CPU_RSEQ && kli_fence_rseq && !kli_env_flag("KLOCK_MCS_XCHG"))
+		mcs_rseq_off = (long)kli_rseq_off;
+#endif
+}
+
+__attribute__((constructor)) static void mcs_ctor(void)
+{
+	pthread_once(&mcs_once, mcs_mode_init);
+}
+
+/* Waiter states a grant may overwrite with a plain store (G1): the two nearest the lock,
+ * awake; a waiter leaving them for MCS_SLEEPING runs G2 first. */
+static bool mcs_grant_store_ok(uint32_t v)
+{
+	return v == MCS_NEXT || v == MCS_NEAR;
+}
+_Static_assert(MCS_NEAR == MCS_NEXT + 1, "mcs_grant()'s range is NEXT..NEAR");
 
 /* Budget spent, not yet granted (our flag read @v): yield if we are near the lock and
  * still @awake, else sleep on our flag (unless a promotion or the grant changed it
@@ -191,6 +304,8 @@ static uint32_t mcs_pause(struct kl_mcs_node *n, uint32_t v, bool awake, struct 
 	if (v == MCS_SLEEPING ||
 	    atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
 						    memory_order_relaxed, memory_order_relaxed)) {
+		if (mcs_grant_store_ok(v) && mcs_rseq_off != 0)
+			kli_fence_heavy_rseq(); /* G2: pairs with G1 in mcs_grant() */
 		kli_wait_sleep(w);
 		kl_wait(&n->locked, MCS_SLEEPING, NULL);
 		kli_wait_spin(w);
@@ -199,19 +314,26 @@ static uint32_t mcs_pause(struct kl_mcs_node *n, uint32_t v, bool awake, struct 
 	return seen;
 }
 
-/* Queued behind @prev: link in, then wait until granted. */
-static void mcs_wait_granted(struct kl_mcs_node *n, struct kl_mcs_node *prev,
-			     struct kli_wait *w)
+/* Queued behind @prev: link in (@counted: MCS_LINK_COUNTED if we are in crowd's count,
+ * else 0), then wait until granted. */
+static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
+			     struct kl_mcs_node *prev, uintptr_t counted, struct kli_wait *w)
 {
-	/* Our last read of @prev: it stays alive until it has seen our link (C2). */
+	/* Our last reads of @prev: it stays alive until it has seen our link (C2). */
 	uint32_t rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
+	uint32_t place = mcs_place_behind(prev, rank);
 	uint32_t v, seen = rank;
 	struct kli_spin s, awake;
 
 	kli_wait_spin(w);
-	atomic_store_explicit(&n->locked, rank, memory_order_relaxed); /* nobody else writes it yet */
+	counted = mcs_note_place(l, place, counted);
+	/* nobody else writes these yet */
+	atomic_store_explicit(&n->pos, place, memory_order_relaxed);
+	atomic_store_explicit(&n->locked, rank, memory_order_relaxed);
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
-	atomic_store_explicit(&prev->next, (uintptr_t)n, memory_order_release);
+	atomic_store_explicit(&prev->next,
+			      (uintptr_t)n | counted | (rank == MCS_NEXT ? MCS_LINK_NEXT : 0),
+			      memory_order_release);
 	if (rank == MCS_NEXT)
 		mcs_promote(n, MCS_NEAR);
 	kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
@@ -240,8 +362,7 @@ static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 	struct kli_wait w;
 
 	kli_wait_begin(&w);
-	n->flags = 0; /* published by C2 */
-	mcs_wait_granted(n, prev, &w);
+	mcs_wait_granted(l, n, prev, 0, &w);
 	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 }
 
@@ -249,10 +370,12 @@ static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 static bool mcs_crowded(void *arg)
 {
 	struct kl_mcs *l = arg;
+	uint32_t c;
 
-	return atomic_load_explicit(&l->tail, memory_order_relaxed) != 0 &&
-	       (atomic_load_explicit(&l->crowd, memory_order_relaxed) & MCS_QUEUED_MASK) + 1 >=
-		       kli_crowd_max;
+	if (atomic_load_explicit(&l->tail, memory_order_relaxed) == 0)
+		return false;
+	c = atomic_load_explicit(&l->crowd, memory_order_relaxed);
+	return (c & MCS_COUNTING) && (c & MCS_QUEUED_MASK) + 1 >= kli_crowd_max;
 }
 
 /* Polls for MCS_QUEUE_SPIN_NS: does the crowd persist? (A count can lag the queue by a
@@ -287,25 +410,29 @@ static void mcs_wait_passive(struct kl_mcs *l, struct kli_wait *w)
 }
 
 /* The lock was held when we looked: wait passive if the queue is full, then queue,
- * counted in crowd until granted. */
+ * counted in crowd until granted if counting is on. */
 static KL_NOINLINE void mcs_lock_contended(struct kl_mcs *l, struct kl_mcs_node *n,
 					   const void *site)
 {
 	struct kl_mcs_node *prev;
 	struct kli_wait w;
+	uintptr_t counted = 0;
 
 	kli_wait_begin(&w);
 	if (mcs_crowded(l) && mcs_stays_crowded(l, &w))
 		mcs_wait_passive(l, &w);
-	atomic_fetch_add_explicit(&l->crowd, 1, memory_order_relaxed);
-	n->flags = MCS_NODE_COUNTED; /* published by C2; the granter uncounts us */
+	if (atomic_load_explicit(&l->crowd, memory_order_relaxed) & MCS_COUNTING) {
+		atomic_fetch_add_explicit(&l->crowd, 1, memory_order_relaxed); /* granter uncounts */
+		counted = MCS_LINK_COUNTED;
+	}
 	/* C1: acq_rel, as in kl_mcs_lock(). */
 	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
 	if (prev != NULL) {
-		mcs_wait_granted(n, prev, &w);
+		mcs_wait_granted(l, n, prev, counted, &w);
 	} else { /* the lock was free after all: nobody grants it, uncount ourselves */
 		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
+		if (counted)
+			atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
 	}
 	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 }
@@ -392,44 +519,60 @@ bool kl_mcs_trylock(struct kl_mcs *l, struct kl_mcs_node *n)
 }
 
 /* A successor swapped itself into tail but has not linked in yet: wait for C2. */
-static struct kl_mcs_node *mcs_wait_next(struct kl_mcs_node *n)
+static uintptr_t mcs_wait_next(struct kl_mcs_node *n)
 {
 	struct kli_spin s;
-	uintptr_t next;
+	uintptr_t link;
 
 	kli_spin_start(&s, KLI_STALL_NS);
-	while ((next = atomic_load_explicit(&n->next, memory_order_acquire)) == 0) /* C6 */
+	while ((link = atomic_load_explicit(&n->next, memory_order_acquire)) == 0) /* C6 */
 		kli_spin_stall(&s);
-	return as_node(next);
+	return link;
 }
 
-/* Unlock with a successor (@next, or one still linking in when NULL): grant it. */
-static KL_NOINLINE void mcs_hand_over(struct kl_mcs *l, struct kl_mcs_node *n,
-				      struct kl_mcs_node *next)
+/* Hands the lock to @next (C5: release, pairs with C4). A successor awake near the lock
+ * gets a plain store in an rseq section (G1: no LOCK prefix, no store-buffer drain - the
+ * exchange cost a 2-thread hand-over about a third of its speed); any other, or without
+ * rseq, an exchange, whose old value says whether it sleeps (its node may be gone once
+ * it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
+static void mcs_grant(struct kl_mcs_node *next)
 {
-	if (next == NULL)
-		next = mcs_wait_next(n);
-	if (next->flags & MCS_NODE_COUNTED) /* read after C6: see mcs_wait_next / the unlock */
-		atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
-	/* C5: release, pairs with C4. A sleeping successor needs a wake-up (its node may be
-	 * gone once it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
+#if KL_ARCH_HAVE_RSEQ_STORE
+	/* G1: pairs with G2 in mcs_pause() (asymmetric: membarrier RSEQ on the waiter) */
+	if (kl_arch_rseq_store_in(mcs_rseq_off, (uint32_t *)&next->locked, MCS_NEXT,
+				  MCS_NEAR - MCS_NEXT, MCS_GRANTED))
+		return;
+#endif
 	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==
 	    MCS_SLEEPING)
 		kl_wake(&next->locked, 1);
+}
+
+/* Unlock with a successor (@link, or one still linking in when 0): grant it. */
+static KL_NOINLINE void mcs_hand_over(struct kl_mcs *l, struct kl_mcs_node *n, uintptr_t link)
+{
+	struct kl_mcs_node *next;
+
+	if (link == 0)
+		link = mcs_wait_next(n);
+	next = link_node(link);
+	if (link & MCS_LINK_COUNTED) /* before the grant: the lock may be gone after it */
+		atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
+	mcs_grant(next);
 	kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
 }
 
 void (kl_mcs_unlock)(struct kl_mcs *l, struct kl_mcs_node *n)
 {
-	struct kl_mcs_node *next;
+	uintptr_t link;
 
 	kli_hook_release(l, MCS_KIND, KLI_HF_SPIN, KLI_SITE());
 #if KLOCK_DEBUG_LOCKS
 	if (!kli_dbg_unlock_ok(&l->holder, l, MCS_KIND, KLI_SITE()))
 		return;
 #endif
-	next = as_node(atomic_load_explicit(&n->next, memory_order_acquire)); /* C6 */
-	if (next == NULL) {
+	link = atomic_load_explicit(&n->next, memory_order_acquire); /* C6 */
+	if (link == 0) {
 		uintptr_t expect = (uintptr_t)n;
 
 		/* C3: release, pairs with C1 of the next locker. */
@@ -444,7 +587,7 @@ void (kl_mcs_unlock)(struct kl_mcs *l, struct kl_mcs_node *n)
 			return;
 		}
 	}
-	mcs_hand_over(l, n, next);
+	mcs_hand_over(l, n, link);
 }
 
 bool kl_mcs_is_locked(const struct kl_mcs *l)

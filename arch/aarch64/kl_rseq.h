@@ -22,6 +22,9 @@
  * there, cpu_id reads -2 and locks/cpu.c selects the getcpu fallback; this returns false.
  */
 #define KL_ARCH_HAVE_RSEQ 1
+/* No kl_arch_rseq_store_in() yet (x86_64 only: CI cannot run an aarch64 rseq section,
+ * see above): kl_mcs grants with an atomic exchange here. */
+#define KL_ARCH_HAVE_RSEQ_STORE 0
 #define KL_ARCH_RSEQ_SIG 0xd428bc00
 /* log2 of the slot stride (KL_ARCH_PAD) of the per-CPU arrays kl_arch_rseq_inc() indexes. */
 #define KL_ARCH_PAD_SHIFT 7

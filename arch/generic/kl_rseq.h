@@ -8,5 +8,7 @@
 #define KL_ARCH_RSEQ_H
 
 #define KL_ARCH_HAVE_RSEQ 0
+/* No kl_arch_rseq_store_in(): kl_mcs grants with an atomic exchange. */
+#define KL_ARCH_HAVE_RSEQ_STORE 0
 
 #endif /* KL_ARCH_RSEQ_H */

@@ -91,4 +91,62 @@ bail:
 	return false;
 }
 
+/*
+ * kl_arch_rseq_store_in - "if (*word - lo <= span) *word = val;" as one rseq critical
+ * section: a compare-and-store with no LOCK prefix, and no wait for the store buffer to
+ * drain. Returns false, storing nothing, when *word is outside [lo, lo + span], when
+ * @rseq_off is 0 or when this thread's rseq area is not registered (cpu_id < 0): an
+ * unregistered thread's section would not be aborted, so it must not run one.
+ * A thread that changes *word to a value outside the range and then runs
+ * membarrier(PRIVATE_EXPEDITED_RSEQ) knows that every section which read the old value
+ * has either committed (its store is visible once the membarrier returns) or been
+ * restarted (and then reads the new value): that pair is what makes a plain store safe
+ * against a concurrent change of the word (kl_mcs's grant against a waiter going to
+ * sleep). The commit is a plain MOV (a release store by TSO); "memory" clobber. Same
+ * descriptor and abort layout as kl_arch_rseq_inc().
+ */
+#define KL_ARCH_HAVE_RSEQ_STORE 1
+
+static inline bool kl_arch_rseq_store_in(long rseq_off, uint32_t *word, uint32_t lo,
+					 uint32_t span, uint32_t val)
+{
+	__asm__ __volatile__ goto(
+		".pushsection __rseq_cs, \"aw\"\n\t"
+		".balign 32\n\t"
+		"3:\n\t"
+		".long 0x0, 0x0\n\t"
+		".quad 1f, (2f - 1f), 4f\n\t"
+		".popsection\n\t"
+		"testq %[off], %[off]\n\t"
+		"jz %l[bail]\n\t"
+		"0:\n\t"
+		"leaq 3b(%%rip), %%rax\n\t"
+		"movq %%rax, %%fs:%c[cs](%[off])\n\t" /* rseq->rseq_cs = &descriptor */
+		"1:\n\t"                              /* start_ip: right after the store */
+		"movl %%fs:%c[cpu](%[off]), %%eax\n\t"
+		"testl %%eax, %%eax\n\t"
+		"js %l[bail]\n\t"
+		"movl (%[word]), %%eax\n\t"
+		"subl %[lo], %%eax\n\t"
+		"cmpl %[span], %%eax\n\t"
+		"ja %l[bail]\n\t"
+		"movl %[val], (%[word])\n\t"         /* commit */
+		"2:\n\t"
+		".pushsection __rseq_failure, \"ax\"\n\t"
+		".byte 0x0f, 0xb9, 0x3d\n\t"
+		".long %c[sig]\n\t"
+		"4:\n\t"                              /* abort_ip: the kernel cleared rseq_cs */
+		"jmp 0b\n\t"
+		".popsection\n\t"
+		:
+		: [off] "r"(rseq_off), [word] "r"(word), [lo] "ri"(lo), [span] "ri"(span),
+		  [val] "ri"(val), [sig] "i"(KL_ARCH_RSEQ_SIG), [cs] "i"(KL_ARCH_RSEQ_CS_OFF),
+		  [cpu] "i"(KL_ARCH_RSEQ_CPU_ID_OFF)
+		: "rax", "memory", "cc"
+		: bail);
+	return true;
+bail:
+	return false;
+}
+
 #endif /* KL_ARCH_RSEQ_H */

@@ -34,9 +34,9 @@ KL_BEGIN_DECLS
 
 /* A waiter's queue node (fields private; see locks/mcs.c). No initialisation needed. */
 struct kl_mcs_node {
-	KL_ATOMIC(uintptr_t) next;   /* successor's node, once it has linked itself in */
+	KL_ATOMIC(uintptr_t) next;   /* successor's node (and a flag), once it has linked in */
 	KL_ATOMIC(uint32_t) locked;  /* waiting / sleeping / granted by the predecessor */
-	uint32_t flags;              /* set by the waiter before it links in */
+	KL_ATOMIC(uint32_t) pos;     /* the waiter's place in the queue when it linked in */
 };
 
 struct kl_mcs {
@@ -84,6 +84,8 @@ KL_API bool kl_mcs_is_locked(const struct kl_mcs *l) KL_NONNULL(1);
 #define KL_MCS_NODE_HOLDER 3u
 /* One passive waiter in crowd (private; locks/mcs.c's MCS_PASSIVE_ONE): the high half. */
 #define KL_MCS_CROWD_PASSIVE_ONE (1u << 16)
+/* crowd's counting-on bit (private; locks/mcs.c's MCS_COUNTING). */
+#define KL_MCS_CROWD_COUNTING (1u << 15)
 
 /* The wake-up half of kl_mcs_unlock(), for the inline unlock below: the unlock has freed
  * @l and seen passive waiters; let one in. Private; changes no lock state. */
