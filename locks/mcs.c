@@ -126,7 +126,9 @@
  * sleeper (far back, or near after a hold longer than MCS_NEAR_AWAKE_NS) costs a wake-up
  * latency that a barging lock would not pay; oversubscribed,
  * fairness is long-term (the rotation period), not per acquisition. Limits: fewer than
- * 2^15 counted waiters and 2^16 passive waiters per lock.
+ * 2^15 counted waiters and 2^16 passive waiters per lock; the rseq grant (G1) is
+ * x86_64-only (aarch64 and the generic backend grant with the exchange); at two threads
+ * on two CPUs kl_mcs still runs 0.75-0.8x ck's MCS (docs/design-adaptive.md).
  */
 #include <klock/mcs.h>
 #include <klock/wait.h>
