@@ -49,21 +49,37 @@
 #define KL_ARCH_RSEQ_CS_OFF 8
 #define KL_ARCH_RSEQ_CPU_ID_OFF 4
 
+/* The frame every section here shares, around its body (operands [off], [cs], [sig] and
+ * the asm-goto label bail; clobbers rax): the descriptor (label 3: start 1, length to 2,
+ * abort 4), the bail-out when @rseq_off is 0, the store of the descriptor's address
+ * (label 0, where an abort restarts) and, after the body's commit, the abort handler with
+ * its signature. The body runs from label 1 and ends with its commit. */
+#define KL_ARCH_RSEQ_ENTER                                                                 \
+	".pushsection __rseq_cs, \"aw\"\n\t"                                                 \
+	".balign 32\n\t"                                                                    \
+	"3:\n\t"                                                                            \
+	".long 0x0, 0x0\n\t"                                                                \
+	".quad 1f, (2f - 1f), 4f\n\t"                                                       \
+	".popsection\n\t"                                                                   \
+	"testq %[off], %[off]\n\t"                                                          \
+	"jz %l[bail]\n\t"                                                                   \
+	"0:\n\t"                                                                            \
+	"leaq 3b(%%rip), %%rax\n\t"                                                         \
+	"movq %%rax, %%fs:%c[cs](%[off])\n\t" /* rseq->rseq_cs = &descriptor */             \
+	"1:\n\t"                              /* start_ip: right after the store */
+#define KL_ARCH_RSEQ_LEAVE                                                                 \
+	"2:\n\t"                                                                            \
+	".pushsection __rseq_failure, \"ax\"\n\t"                                           \
+	".byte 0x0f, 0xb9, 0x3d\n\t"                                                        \
+	".long %c[sig]\n\t"                                                                 \
+	"4:\n\t"                              /* abort_ip: the kernel cleared rseq_cs */    \
+	"jmp 0b\n\t"                                                                        \
+	".popsection\n\t"
+
 static inline bool kl_arch_rseq_inc(long rseq_off, const void *gate, long disp)
 {
 	__asm__ __volatile__ goto(
-		".pushsection __rseq_cs, \"aw\"\n\t"
-		".balign 32\n\t"
-		"3:\n\t"
-		".long 0x0, 0x0\n\t"
-		".quad 1f, (2f - 1f), 4f\n\t"
-		".popsection\n\t"
-		"testq %[off], %[off]\n\t"
-		"jz %l[bail]\n\t"
-		"0:\n\t"
-		"leaq 3b(%%rip), %%rax\n\t"
-		"movq %%rax, %%fs:%c[cs](%[off])\n\t" /* rseq->rseq_cs = &descriptor */
-		"1:\n\t"                              /* start_ip: right after the store */
+		KL_ARCH_RSEQ_ENTER
 		"movq (%[gate]), %%rdx\n\t"
 		"testb $1, %%dl\n\t"
 		"jz %l[bail]\n\t"
@@ -73,13 +89,7 @@ static inline bool kl_arch_rseq_inc(long rseq_off, const void *gate, long disp)
 		"shlq $%c[shift], %%rax\n\t"
 		"addq %[disp], %%rax\n\t"
 		"addq $1, -1(%%rdx, %%rax)\n\t"     /* commit (the -1 clears bit 0 of w) */
-		"2:\n\t"
-		".pushsection __rseq_failure, \"ax\"\n\t"
-		".byte 0x0f, 0xb9, 0x3d\n\t"
-		".long %c[sig]\n\t"
-		"4:\n\t"                              /* abort_ip: the kernel cleared rseq_cs */
-		"jmp 0b\n\t"
-		".popsection\n\t"
+		KL_ARCH_RSEQ_LEAVE
 		:
 		: [off] "r"(rseq_off), [gate] "r"(gate), [disp] "er"(disp),
 		  [shift] "i"(KL_ARCH_PAD_SHIFT), [sig] "i"(KL_ARCH_RSEQ_SIG),
@@ -111,18 +121,7 @@ static inline bool kl_arch_rseq_store_in(long rseq_off, uint32_t *word, uint32_t
 					 uint32_t span, uint32_t val)
 {
 	__asm__ __volatile__ goto(
-		".pushsection __rseq_cs, \"aw\"\n\t"
-		".balign 32\n\t"
-		"3:\n\t"
-		".long 0x0, 0x0\n\t"
-		".quad 1f, (2f - 1f), 4f\n\t"
-		".popsection\n\t"
-		"testq %[off], %[off]\n\t"
-		"jz %l[bail]\n\t"
-		"0:\n\t"
-		"leaq 3b(%%rip), %%rax\n\t"
-		"movq %%rax, %%fs:%c[cs](%[off])\n\t" /* rseq->rseq_cs = &descriptor */
-		"1:\n\t"                              /* start_ip: right after the store */
+		KL_ARCH_RSEQ_ENTER
 		"movl %%fs:%c[cpu](%[off]), %%eax\n\t"
 		"testl %%eax, %%eax\n\t"
 		"js %l[bail]\n\t"
@@ -131,13 +130,7 @@ static inline bool kl_arch_rseq_store_in(long rseq_off, uint32_t *word, uint32_t
 		"cmpl %[span], %%eax\n\t"
 		"ja %l[bail]\n\t"
 		"movl %[val], (%[word])\n\t"         /* commit */
-		"2:\n\t"
-		".pushsection __rseq_failure, \"ax\"\n\t"
-		".byte 0x0f, 0xb9, 0x3d\n\t"
-		".long %c[sig]\n\t"
-		"4:\n\t"                              /* abort_ip: the kernel cleared rseq_cs */
-		"jmp 0b\n\t"
-		".popsection\n\t"
+		KL_ARCH_RSEQ_LEAVE
 		:
 		: [off] "r"(rseq_off), [word] "r"(word), [lo] "ri"(lo), [span] "ri"(span),
 		  [val] "ri"(val), [sig] "i"(KL_ARCH_RSEQ_SIG), [cs] "i"(KL_ARCH_RSEQ_CS_OFF),
