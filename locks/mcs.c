@@ -173,6 +173,10 @@
 #define MCS_NEXT 4u
 #define MCS_NEAR 5u
 
+/* Places in the queue (node.pos): right behind the holder, and behind the next in line. */
+#define MCS_PLACE_NEXT 1u
+#define MCS_PLACE_NEAR 2u
+
 /* A link's flags need spare low bits in node addresses. */
 _Static_assert(_Alignof(struct kl_mcs_node) > MCS_LINK_FLAGS, "a link's flags need aligned nodes");
 
@@ -236,9 +240,9 @@ static uint32_t mcs_place_behind(const struct kl_mcs_node *prev, uint32_t rank)
 	uint32_t p;
 
 	if (rank != MCS_WAITING) /* our predecessor holds the lock, or is next */
-		return rank == MCS_NEXT ? 1 : 2;
+		return rank == MCS_NEXT ? MCS_PLACE_NEXT : MCS_PLACE_NEAR;
 	p = atomic_load_explicit(&prev->pos, memory_order_relaxed) + 1;
-	return p > 2 ? p : 2; /* not next, so at least second */
+	return p > MCS_PLACE_NEAR ? p : MCS_PLACE_NEAR; /* not next, so at least second */
 }
 
 /* Turns counting on when we queued at a place that oversubscribes the lock (counting
@@ -256,7 +260,7 @@ static uintptr_t mcs_note_place(struct kl_mcs *l, uint32_t place, uintptr_t coun
 			;
 		return MCS_LINK_COUNTED;
 	}
-	if (counted && place == 1) {
+	if (counted && place == MCS_PLACE_NEXT) {
 		c = MCS_COUNTING | 1u; /* only we are counted, nobody passive */
 		atomic_compare_exchange_strong_explicit(&l->crowd, &c, 1u, memory_order_relaxed,
 							memory_order_relaxed);
