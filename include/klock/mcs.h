@@ -87,9 +87,10 @@ KL_API bool kl_mcs_is_locked(const struct kl_mcs *l) KL_NONNULL(1);
 /* crowd's counting-on bit (private; locks/mcs.c's MCS_COUNTING). */
 #define KL_MCS_CROWD_COUNTING (1u << 15)
 
-/* The wake-up half of kl_mcs_unlock(), for the inline unlock below: the unlock has freed
- * @l and seen passive waiters; let one in. Private; changes no lock state. */
-KL_API void kl_mcs_wake_passive_(struct kl_mcs *l) KL_NONNULL(1);
+/* The crowd half of kl_mcs_unlock(), for the inline unlock below: the unlock has freed @l
+ * and seen counting on or passive waiters in crowd; turns counting off if the crowd has
+ * drained, else lets a passive waiter in. Private: crowd is its only state. */
+KL_API void kl_mcs_unlocked_crowd_(struct kl_mcs *l) KL_NONNULL(1);
 
 /*
  * ---- inline fast paths ---------------------------------------------------------------
@@ -101,7 +102,7 @@ KL_API void kl_mcs_wake_passive_(struct kl_mcs *l) KL_NONNULL(1);
  * the library, which initialises the node again: a failed CAS queued nothing.
  * The unlock without a successor is the library's, step for step: no link in @node, the
  * CAS of tail from @node to empty (C3), the light fence (S2) and one load of crowd, which
- * calls kl_mcs_wake_passive_() only if passive waiters sleep. A successor - linked in, or
+ * calls kl_mcs_unlocked_crowd_() only if counting is on or passive waiters sleep. A successor - linked in, or
  * one that swapped tail and is still linking in (the CAS fails) - is the library's call,
  * which reads @node's link again: the inline part changed nothing.
  */
@@ -139,9 +140,9 @@ static inline void kl_mcs_unlock_inline(struct kl_mcs *l, struct kl_mcs_node *no
 			     1)) {
 		kl_fence_light_inline_(); /* S2: light half, pairs with S1 in mcs_wait_passive() */
 		if (__builtin_expect(atomic_load_explicit(&l->crowd, memory_order_relaxed) >=
-					     KL_MCS_CROWD_PASSIVE_ONE,
+					     KL_MCS_CROWD_COUNTING,
 				     0))
-			kl_mcs_wake_passive_(l);
+			kl_mcs_unlocked_crowd_(l);
 		return;
 	}
 	(kl_mcs_unlock)(l, node);
