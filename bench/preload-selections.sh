@@ -24,14 +24,21 @@ pre=${1:-}
 for p in "$pre" build-release/preload/libklock-preload.so build/preload/libklock-preload.so; do
 	[ -n "$p" ] && [ -f "$p" ] && { pre=$(realpath "$p"); break; }
 done
-[ -f "$pre" ] || { echo "preload-selections: no libklock-preload.so (build klock first)" >&2; exit 2; }
+if [ ! -f "$pre" ]; then
+	echo "preload-selections: no libklock-preload.so (build klock first)" >&2
+	exit 2
+fi
 for t in memcached memcaslap redis-server redis-cli redis-benchmark sysbench python3; do
-	command -v $t >/dev/null || { echo "preload-selections: $t missing (apt-get install memcached libmemcached-tools redis-server redis-tools sysbench)" >&2; exit 2; }
+	command -v $t >/dev/null && continue
+	echo "preload-selections: $t missing (apt-get install memcached libmemcached-tools" \
+		"redis-server redis-tools sysbench)" >&2
+	exit 2
 done
 
 bad=0
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }
 ticks() { # utime + stime of PID, in clock ticks
 	awk '{ print $14 + $15 }' "/proc/$1/stat"

@@ -75,8 +75,9 @@
  * counted or passive, turned it off: oversubscribed, counting then flipped on and off
  * with every short queue, and the gate closed late each time (8 threads on 2 CPUs: 2.0 M
  * ops/s against 2.8 M with the drain rule; 16 threads 1.4 M against 2.0 M). Two threads
- * on two CPUs never queue deep enough to turn it on. Each waiter's link says whether it is counted (MCS_LINK_COUNTED), so the
- * granter uncounts exactly the counted ones, whatever the switch did meanwhile. The gate
+ * on two CPUs never queue deep enough to turn it on. Each waiter's link says whether it
+ * is counted (MCS_LINK_COUNTED), so the granter uncounts exactly the counted ones,
+ * whatever the switch did meanwhile. The gate
  * closes one queue's worth late after counting turns on (the waiters already queued are
  * not in the count). All of it is a heuristic (a place is an estimate; a locker that saw
  * the lock free but lost the race to the exchange queues uncounted): nothing rests on it
@@ -125,16 +126,18 @@
  * The unlock without a successor is inline too: a relaxed look at the node's link (only
  * tested for zero, never followed), C3 as the CAS, S2 (the light half read from
  * kl_fence_asym_) and the load of crowd, calling kl_mcs_unlocked_crowd_() only when
- * counting is on or passive waiters sleep; a successor, linked or linking in, is kl_mcs_unlock()'s (it reads the link
- * again, with C6). klbench latency: 7.9 ns a pair through the library, 4.9-5.5 ns inline,
- * as ck's MCS (4.7-6.0 ns).
+ * counting is on or passive waiters sleep; a successor, linked or linking in, is
+ * kl_mcs_unlock()'s (it reads the link again, with C6). klbench latency: 7.9 ns a pair
+ * through the library, 4.9-5.5 ns inline, as ck's MCS (4.7-6.0 ns).
  *
  * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
  * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
  * (a load, exchange + CAS, a load), FIFO convoys under preemption: each hand-over to a
  * sleeper (far back, or near after a hold longer than MCS_NEAR_AWAKE_NS) costs a wake-up
- * latency that a barging lock would not pay; oversubscribed,
- * fairness is long-term (the rotation period), not per acquisition. Limits: fewer than
+ * latency that a barging lock would not pay, and a hand-over to a preempted waiter
+ * stalls everyone (pigz under the interposer, mutexes held ~1 ms, 4 threads on 2 CPUs:
+ * 11% slower than glibc's, docs/preload.md); oversubscribed, fairness is long-term (the
+ * rotation period), not per acquisition. Limits: fewer than
  * 2^15 counted waiters and 2^16 passive waiters per lock; the rseq grant (G1) is
  * x86_64-only (aarch64 and the generic backend grant with the exchange); at two threads
  * on two CPUs kl_mcs still runs 0.75-0.8x ck's MCS (docs/design-adaptive.md).

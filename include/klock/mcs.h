@@ -102,9 +102,10 @@ KL_API void kl_mcs_unlocked_crowd_(struct kl_mcs *l) KL_NONNULL(1);
  * the library, which initialises the node again: a failed CAS queued nothing.
  * The unlock without a successor is the library's, step for step: no link in @node, the
  * CAS of tail from @node to empty (C3), the light fence (S2) and one load of crowd, which
- * calls kl_mcs_unlocked_crowd_() only if counting is on or passive waiters sleep. A successor - linked in, or
- * one that swapped tail and is still linking in (the CAS fails) - is the library's call,
- * which reads @node's link again: the inline part changed nothing.
+ * calls kl_mcs_unlocked_crowd_() only if counting is on or passive waiters sleep. A
+ * successor - linked in, or one that swapped tail and is still linking in (the CAS
+ * fails) - is the library's call, which reads @node's link again: the inline part
+ * changed nothing.
  */
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
