@@ -29,6 +29,13 @@
  *   node.pos      the waiter's place in the queue when it linked in (1: right behind
  *                 the holder; 0: not known yet), written before C2, read only by its
  *                 successor, before that one links in (see Oversubscription)
+ *   node.awake    in the node's second cache line (KL_MCS_NODE_LINE): 1 while the
+ *                 waiter is one of the two nearest the lock, awake, and will run G2
+ *                 before it sleeps - then the grant may be a plain store (G1); anything
+ *                 else (0, or whatever a fresh node held before it linked in): the grant
+ *                 is an exchange. Only the waiter writes it, and only when it changes
+ *                 (at link time, at a promotion, before it sleeps), so in a steady
+ *                 hand-over the granter reads it from its own cache
  *   crowd         bits 0-14: counted waiters (from before their exchange until granted);
  *                 bit 15 MCS_COUNTING: newcomers count themselves (the queue has run
  *                 deeper than the CPUs); bits 16-31: passive waiters parked on &crowd
@@ -100,14 +107,20 @@
  *       the same argument for a promotion). Where rseq can be had (mcs_rseq_off), C5 to
  *       a waiter in NEXT or NEAR is instead a plain store in an rseq section (G1)
  *   G1/G2 asymmetric pair, the grant against a waiter going to sleep: G1 (mcs_grant) reads
- *       the successor's flag and, if NEXT or NEAR, stores GRANTED, as one rseq section
- *       (no LOCK prefix: the exchange cost a 2-thread hand-over a third of its speed); a
- *       waiter leaving NEXT or NEAR for SLEEPING (its CAS) runs G2, membarrier(PRIVATE_
- *       EXPEDITED_RSEQ), before it sleeps. A G1 that read the old flag has then either
- *       committed (its GRANTED is visible: the futex wait returns at once) or been
- *       restarted (it reads SLEEPING and takes the exchange and wake-up). G2 costs a
+ *       the successor's awake flag and, if it is 1, stores GRANTED into its locked word,
+ *       as one rseq section (no LOCK prefix: the exchange cost a 2-thread hand-over a
+ *       third of its speed); a waiter whose awake flag is 1, once its CAS to SLEEPING
+ *       has succeeded, stores 0 there and runs G2, membarrier(PRIVATE_EXPEDITED_RSEQ),
+ *       before it sleeps. A G1 that read the flag's 1 has then either committed (its
+ *       GRANTED is visible: the futex wait, which expects SLEEPING, returns at once) or
+ *       been restarted (it reads 0 and takes the exchange, which sees SLEEPING, and the
+ *       wake-up); a G1 that committed before the CAS makes the CAS fail. G2 costs a
  *       membarrier per sleep of a waiter near the lock (after MCS_NEAR_AWAKE_NS awake);
- *       waiters further back sleep without one, and G1 never commits over their flags
+ *       waiters further back keep the flag at 0 and sleep without one. The flag has a
+ *       cache line of its own because the grant's read of the locked word itself
+ *       (8e94b75-1a4963b) cost the hand-over a coherence transaction: the granter's read
+ *       pulled the spinning waiter's line shared, and its store then had to invalidate
+ *       the waiter's copy - two trips where ck's plain store makes one
  *   C6  acquire load of our next link (unlock, mcs_promote)   pairs with C2
  *   S1/S2 asymmetric pair, passive waiters: the waiter adds itself to crowd and issues
  *       the heavy fence (S1) before its validate reads tail; the unlock that swings tail
@@ -140,7 +153,8 @@
  * rotation period), not per acquisition. Limits: fewer than
  * 2^15 counted waiters and 2^16 passive waiters per lock; the rseq grant (G1) is
  * x86_64-only (aarch64 and the generic backend grant with the exchange); at two threads
- * on two CPUs kl_mcs still runs 0.75-0.8x ck's MCS (docs/design-adaptive.md).
+ * on two CPUs kl_mcs still runs about 0.84x ck's MCS (docs/design-adaptive.md); a node is
+ * two cache lines (128 bytes).
  */
 #include <klock/mcs.h>
 #include <klock/wait.h>
@@ -184,6 +198,9 @@
 #define MCS_HOLDER KL_MCS_NODE_HOLDER
 #define MCS_NEXT 4u
 #define MCS_NEAR 5u
+
+/* node.awake: the waiter runs G2 before it sleeps (any other value: it may not). */
+#define MCS_AWAKE 1u
 
 /* Places in the queue (node.pos): right behind the holder, and behind the next in line. */
 #define MCS_PLACE_NEXT 1u
@@ -293,13 +310,15 @@ __attribute__((constructor)) static void mcs_ctor(void)
 	pthread_once(&mcs_once, mcs_mode_init);
 }
 
-/* Waiter states a grant may overwrite with a plain store (G1): the two nearest the lock,
- * awake; a waiter leaving them for MCS_SLEEPING runs G2 first. */
-static bool mcs_grant_store_ok(uint32_t v)
+/* Sets our node's awake flag (MCS_AWAKE if @on, else 0), writing only a change: its line
+ * stays shared with the granters that read it. Without the rseq grant nobody reads it. */
+static void mcs_set_awake(struct kl_mcs_node *n, bool on)
 {
-	return v == MCS_NEXT || v == MCS_NEAR;
+	uint32_t v = on ? MCS_AWAKE : 0;
+
+	if (mcs_rseq_off != 0 && atomic_load_explicit(&n->awake, memory_order_relaxed) != v)
+		atomic_store_explicit(&n->awake, v, memory_order_relaxed);
 }
-_Static_assert(MCS_NEAR == MCS_NEXT + 1, "mcs_grant()'s range is NEXT..NEAR");
 
 /* Budget spent, not yet granted (our flag read @v): yield if we are near the lock and
  * still @awake, else sleep on our flag (unless a promotion or the grant changed it
@@ -315,8 +334,11 @@ static uint32_t mcs_pause(struct kl_mcs_node *n, uint32_t v, bool awake, struct 
 	if (v == MCS_SLEEPING ||
 	    atomic_compare_exchange_strong_explicit(&n->locked, &v, MCS_SLEEPING,
 						    memory_order_relaxed, memory_order_relaxed)) {
-		if (mcs_grant_store_ok(v) && mcs_rseq_off != 0)
+		if (mcs_rseq_off != 0 &&
+		    atomic_load_explicit(&n->awake, memory_order_relaxed) == MCS_AWAKE) {
+			mcs_set_awake(n, false);
 			kli_fence_heavy_rseq(); /* G2: pairs with G1 in mcs_grant() */
+		}
 		kli_wait_sleep(w);
 		kl_wait(&n->locked, MCS_SLEEPING, NULL);
 		kli_wait_spin(w);
@@ -341,6 +363,7 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
 	/* nobody else writes these yet */
 	atomic_store_explicit(&n->pos, place, memory_order_relaxed);
 	atomic_store_explicit(&n->locked, rank, memory_order_relaxed);
+	mcs_set_awake(n, rank != MCS_WAITING);
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
 	atomic_store_explicit(&prev->next,
 			      (uintptr_t)n | counted | (rank == MCS_NEXT ? MCS_LINK_NEXT : 0),
@@ -353,6 +376,7 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
 	while ((v = atomic_load_explicit(&n->locked, memory_order_acquire)) != MCS_GRANTED) {
 		if ((v == MCS_NEXT || v == MCS_NEAR) && v != seen) { /* promoted (or woken so) */
 			seen = rank = v;
+			mcs_set_awake(n, true);
 			if (rank == MCS_NEXT)
 				mcs_promote(n, MCS_NEAR);
 			kli_spin_start(&s, MCS_SPIN_NS);
@@ -550,17 +574,17 @@ static uintptr_t mcs_wait_next(struct kl_mcs_node *n)
 	return link;
 }
 
-/* Hands the lock to @next (C5: release, pairs with C4). A successor awake near the lock
- * gets a plain store in an rseq section (G1: no LOCK prefix, no store-buffer drain - the
- * exchange cost a 2-thread hand-over about a third of its speed); any other, or without
+/* Hands the lock to @next (C5: release, pairs with C4). A successor whose awake flag says
+ * it runs G2 before it sleeps gets a plain store in an rseq section (G1: no LOCK prefix,
+ * no store-buffer drain, and no read of the line it spins on); any other, or without
  * rseq, an exchange, whose old value says whether it sleeps (its node may be gone once
  * it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
 static void mcs_grant(struct kl_mcs_node *next)
 {
 #if KL_ARCH_HAVE_RSEQ_STORE
 	/* G1: pairs with G2 in mcs_pause() (asymmetric: membarrier RSEQ on the waiter) */
-	if (kl_arch_rseq_store_in(mcs_rseq_off, (uint32_t *)&next->locked, MCS_NEXT,
-				  MCS_NEAR - MCS_NEXT, MCS_GRANTED))
+	if (kl_arch_rseq_store_in(mcs_rseq_off, (const uint32_t *)&next->awake, MCS_AWAKE, 0,
+				  (uint32_t *)&next->locked, MCS_GRANTED))
 		return;
 #endif
 	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==

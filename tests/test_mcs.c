@@ -142,6 +142,41 @@ static void test_mcs_serves_in_arrival_order_waking_sleepers(void **state)
 		assert_int_equal(order[i], i);
 }
 
+/* The waiter right behind the holder stays awake ~1 ms, then sleeps. While awake, its
+ * node's awake flag (1) lets the grant be a plain store (the rseq grant, G1); before it
+ * sleeps it must clear the flag (and run G2), or a grant would store GRANTED without
+ * waking it. Without the rseq grant the flag is never set: the node starts zeroed. */
+static struct kl_mcs_node near_node; /* static: zeroed, and TSan sees no stack race */
+
+static void *lock_unlock_near(void *arg)
+{
+	*(int *)arg = 1;
+	kl_mcs_lock(&ml, &near_node);
+	kl_mcs_unlock(&ml, &near_node);
+	*(int *)arg = 2;
+	return NULL;
+}
+
+static void test_mcs_near_waiter_clears_its_awake_flag_before_it_sleeps(void **state)
+{
+	struct kl_mcs_node mine;
+	pthread_t t;
+	int stage = 0;
+
+	(void)state;
+	kl_mcs_init(&ml);
+	kl_mcs_lock(&ml, &mine);
+	assert_int_equal(pthread_create(&t, NULL, lock_unlock_near, &stage), 0);
+	while (atomic_load(&near_node.locked) != 2) /* MCS_SLEEPING in mcs.c */
+		klt_sleep_ms(1);
+	assert_int_not_equal(atomic_load(&near_node.awake), 1); /* MCS_AWAKE */
+	kl_mcs_unlock(&ml, &mine); /* the exchange sees SLEEPING and wakes it */
+	pthread_join(t, NULL);
+	assert_int_equal(stage, 2);
+	assert_false(kl_mcs_is_locked(&ml));
+	kl_mcs_destroy(&ml);
+}
+
 /* ---- crowding: past kli_crowd_max queued, a newcomer waits off the queue ------------ */
 #define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
 #define CROWD_POLL_MS 200     /* longest a try polls for it */
@@ -376,6 +411,7 @@ int main(void)
 		cmocka_unit_test(test_mcs_serves_in_arrival_order_waking_sleepers),
 		cmocka_unit_test(test_mcs_newcomer_to_a_crowded_queue_waits_off_the_queue),
 		cmocka_unit_test(test_mcs_counting_stops_when_the_lock_drains),
+		cmocka_unit_test(test_mcs_near_waiter_clears_its_awake_flag_before_it_sleeps),
 		cmocka_unit_test(test_mcs_trylock_fails_while_held),
 		cmocka_unit_test(test_mcs_static_initializer_works),
 		cmocka_unit_test(test_mcs_inline_lock_with_a_dirty_node_waits_for_the_holder),

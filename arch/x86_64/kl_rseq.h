@@ -102,37 +102,40 @@ bail:
 }
 
 /*
- * kl_arch_rseq_store_in - "if (*word - lo <= span) *word = val;" as one rseq critical
- * section: a compare-and-store with no LOCK prefix, and no wait for the store buffer to
- * drain. Returns false, storing nothing, when *word is outside [lo, lo + span], when
+ * kl_arch_rseq_store_in - "if (*cond - lo <= span) *word = val;" as one rseq critical
+ * section: a conditional store with no LOCK prefix, and no wait for the store buffer to
+ * drain. @cond and @word may be one word or two (kl_mcs reads a flag in another cache
+ * line than the word it stores, so the store is the only access to the waiter's spinning
+ * line). Returns false, storing nothing, when *cond is outside [lo, lo + span], when
  * @rseq_off is 0 or when this thread's rseq area is not registered (cpu_id < 0): an
  * unregistered thread's section would not be aborted, so it must not run one.
- * A thread that changes *word to a value outside the range and then runs
+ * A thread that changes *cond to a value outside the range and then runs
  * membarrier(PRIVATE_EXPEDITED_RSEQ) knows that every section which read the old value
  * has either committed (its store is visible once the membarrier returns) or been
  * restarted (and then reads the new value): that pair is what makes a plain store safe
- * against a concurrent change of the word (kl_mcs's grant against a waiter going to
- * sleep). The commit is a plain MOV (a release store by TSO); "memory" clobber. Same
- * descriptor and abort layout as kl_arch_rseq_inc().
+ * against a concurrent change (kl_mcs's grant against a waiter going to sleep). The
+ * commit is a plain MOV (a release store by TSO); "memory" clobber. Same descriptor and
+ * abort layout as kl_arch_rseq_inc().
  */
 #define KL_ARCH_HAVE_RSEQ_STORE 1
 
-static inline bool kl_arch_rseq_store_in(long rseq_off, uint32_t *word, uint32_t lo,
-					 uint32_t span, uint32_t val)
+static inline bool kl_arch_rseq_store_in(long rseq_off, const uint32_t *cond, uint32_t lo,
+					 uint32_t span, uint32_t *word, uint32_t val)
 {
 	__asm__ __volatile__ goto(
 		KL_ARCH_RSEQ_ENTER
 		"movl %%fs:%c[cpu](%[off]), %%eax\n\t"
 		"testl %%eax, %%eax\n\t"
 		"js %l[bail]\n\t"
-		"movl (%[word]), %%eax\n\t"
+		"movl (%[cond]), %%eax\n\t"
 		"subl %[lo], %%eax\n\t"
 		"cmpl %[span], %%eax\n\t"
 		"ja %l[bail]\n\t"
 		"movl %[val], (%[word])\n\t"         /* commit */
 		KL_ARCH_RSEQ_LEAVE
 		:
-		: [off] "r"(rseq_off), [word] "r"(word), [lo] "ri"(lo), [span] "ri"(span),
+		: [off] "r"(rseq_off), [cond] "r"(cond), [word] "r"(word), [lo] "ri"(lo),
+		  [span] "ri"(span),
 		  [val] "ri"(val), [sig] "i"(KL_ARCH_RSEQ_SIG), [cs] "i"(KL_ARCH_RSEQ_CS_OFF),
 		  [cpu] "i"(KL_ARCH_RSEQ_CPU_ID_OFF)
 		: "rax", "memory", "cc"

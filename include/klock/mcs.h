@@ -32,11 +32,18 @@
 
 KL_BEGIN_DECLS
 
-/* A waiter's queue node (fields private; see locks/mcs.c). No initialisation needed. */
+/* Where a node's second cache line starts (its awake flag's line, which the waiter writes
+ * only when the flag changes: see locks/mcs.c). */
+#define KL_MCS_NODE_LINE 64
+
+/* A waiter's queue node (fields private; see locks/mcs.c): two cache lines (128 bytes,
+ * 64-aligned). No initialisation needed. */
 struct kl_mcs_node {
 	KL_ATOMIC(uintptr_t) next;   /* successor's node (and a flag), once it has linked in */
 	KL_ATOMIC(uint32_t) locked;  /* waiting / sleeping / granted by the predecessor */
 	KL_ATOMIC(uint32_t) pos;     /* the waiter's place in the queue when it linked in */
+	/* 1: the waiter runs G2 before it sleeps, so a grant may be a plain store */
+	KL_ATOMIC(uint32_t) awake KL_ALIGNED(KL_MCS_NODE_LINE);
 };
 
 struct kl_mcs {
