@@ -26,9 +26,6 @@
  *                 them): the waiter writes them itself before it links in, from what it
  *                 read in its predecessor's node; afterwards only the predecessor promotes
  *                 it, when it becomes next (-> NEAR) or is granted the lock (-> NEXT)
- *   node.pos      the waiter's place in the queue when it linked in (1: right behind
- *                 the holder; 0: not known yet), written before C2, read only by its
- *                 successor, before that one links in (see Oversubscription)
  *   node.awake    in the node's second cache line (KL_MCS_NODE_LINE): 1 while the
  *                 waiter is one of the two nearest the lock, awake, and will run G2
  *                 before it sleeps - then the grant may be a plain store (G1); anything
@@ -52,8 +49,10 @@
  * (TWA): the two waiters right behind the holder stay awake - they spin, then yield, for
  * MCS_NEAR_AWAKE_NS in all, then sleep too (a lock held for seconds costs its waiters no
  * CPU; until 2026-12 they yielded for ever: 2.9 s of CPU in a 3 s wait under the
- * interposer); waiters further back spin briefly, then sleep on their own node's flag (a
- * futex word only they and their predecessor touch). A waiter promoted to NEXT promotes its own
+ * interposer); waiters further back spin as long while the queue has the CPUs it needs,
+ * and only briefly once it is full (mcs_spin_budget()), then sleep on their own node's
+ * flag (a futex word only they and their predecessor touch). A waiter promoted to NEXT
+ * promotes its own
  * successor to NEAR, waking it if it sleeps: the wake-up pipeline runs one place ahead of
  * the lock and mostly off its critical path. The hand-over also wakes a successor that
  * still sleeps. Directed wake-ups only, never a herd; a thread only ever touches its
@@ -74,21 +73,27 @@
  * after it), where plain MCS moves that line only in the relocker's exchange, off the
  * critical path: kl_mcs ran 0.6-0.8x ck's MCS with two threads on two CPUs while it
  * counted every waiter. A queue that fits on the CPUs needs no count. So counting is off
- * until a waiter links in at a place (node.pos, worked out from its predecessor's node)
- * of kli_crowd_max or more: that waiter turns it on and counts itself. It goes off again
- * when the crowd has drained: an unlock leaves the lock free with nobody counted or
+ * until a waiter's spin budget runs out before its grant (mcs_counting_on(): the holder
+ * or the queue is short of a CPU, or the holds are long); newcomers count themselves
+ * from then on. (Until 2026-12-04 it came on when a waiter linked in at a place of
+ * kli_crowd_max or more, estimated from its predecessor's node: the estimate drifted up
+ * in any queue deeper than three - each newcomer added the hand-overs since its
+ * predecessor linked - so on 16 CPUs 4 threads turned it on for good, and with it the
+ * far waiters' short poll and sleep: a wake-up per hand-over, 140-160 k ops/s against
+ * ck's 3.9 M.) It goes off again when the crowd has drained: an unlock leaves the lock free with nobody counted or
  * passive (mcs_unlocked_crowd(); the inline unlock calls it whenever counting is on).
  * Until 2026-12-04 a counted waiter linking in right behind the holder, nobody else
  * counted or passive, turned it off: oversubscribed, counting then flipped on and off
  * with every short queue, and the gate closed late each time (8 threads on 2 CPUs: 2.0 M
- * ops/s against 2.8 M with the drain rule; 16 threads 1.4 M against 2.0 M). Two threads
- * on two CPUs never queue deep enough to turn it on. Each waiter's link says whether it
- * is counted (MCS_LINK_COUNTED), so the granter uncounts exactly the counted ones,
- * whatever the switch did meanwhile. The gate
- * closes one queue's worth late after counting turns on (the waiters already queued are
- * not in the count). All of it is a heuristic (a place is an estimate; a locker that saw
- * the lock free but lost the race to the exchange queues uncounted): nothing rests on it
- * but speed.
+ * ops/s against 2.8 M with the drain rule; 16 threads 1.4 M against 2.0 M). Each
+ * waiter's link says whether it is counted (MCS_LINK_COUNTED), so the granter uncounts
+ * exactly the counted ones, whatever the switch did meanwhile. The gate closes one
+ * queue's worth late after counting turns on (the waiters already queued are not in the
+ * count). Under continuous contention the lock never drains, so counting, once on,
+ * stays on: the far waiters' budget and the gate therefore look at the count (full:
+ * holder + counted at kli_crowd_max, mcs_full()), never at the switch alone. All of it
+ * is a heuristic (a locker that saw the lock free but lost the race to the exchange
+ * queues uncounted): nothing rests on it but speed.
  *
  * Memory ordering:
  *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
@@ -154,7 +159,9 @@
  * 2^15 counted waiters and 2^16 passive waiters per lock; the rseq grant (G1) is
  * x86_64-only (aarch64 and the generic backend grant with the exchange); at two threads
  * on two CPUs kl_mcs still runs about 0.84x ck's MCS (docs/design-adaptive.md); a node is
- * two cache lines (128 bytes).
+ * two cache lines (128 bytes). On 16 CPUs (2026-12-04) it runs 0.44-0.65x ck's MCS at 4-8
+ * threads and collapses from 16 threads on (57-87 k ops/s against 3.9 M): once counting
+ * is on, far waiters that do sleep cost every hand-over a wake-up; not solved.
  */
 #include <klock/mcs.h>
 #include <klock/wait.h>
@@ -172,7 +179,11 @@
 /* Next or second in line: stay awake (spin, yield) this long in all, then sleep on our
  * flag until promoted or granted (kl_ticket's TICKET_NEXT_AWAKE_NS, the same reasoning). */
 #define MCS_NEAR_AWAKE_NS 1000000u
-/* Further back: poll this long (the queue may move fast), then sleep on our flag. */
+/* Further back, with the queue full (mcs_full()): poll this long (the queue may move
+ * fast), then sleep on our flag. Otherwise a far waiter spins MCS_SPIN_NS like the two
+ * nearest: until 2026-12-04 every waiter past second place slept after this, and on 16
+ * CPUs the queue then paid a wake-up per hand-over at 4-16 threads (35-134 k ops/s
+ * against ck's MCS at 0.6-3.9 M). */
 #define MCS_QUEUE_SPIN_NS 2000u
 
 /* A passive waiter's longest sleep before it queues anyway: the rotation period (as
@@ -201,10 +212,6 @@
 
 /* node.awake: the waiter runs G2 before it sleeps (any other value: it may not). */
 #define MCS_AWAKE 1u
-
-/* Places in the queue (node.pos): right behind the holder, and behind the next in line. */
-#define MCS_PLACE_NEXT 1u
-#define MCS_PLACE_NEAR 2u
 
 /* A link's flags need spare low bits in node addresses. */
 _Static_assert(_Alignof(struct kl_mcs_node) > MCS_LINK_FLAGS, "a link's flags need aligned nodes");
@@ -256,38 +263,6 @@ static void mcs_node_init(struct kl_mcs_node *n)
 {
 	atomic_store_explicit(&n->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&n->locked, 0, memory_order_relaxed);
-	atomic_store_explicit(&n->pos, 0, memory_order_relaxed);
-}
-
-/* Our place in the queue (1: right behind the holder), from our predecessor's node: its
- * state (@rank is what that made ours), else the place it linked in at, plus one (read
- * before C2; see the invariants). A hint: a predecessor that has moved up since it linked
- * in makes ours look farther than it is, one that has not written its place yet (0) makes
- * it look nearer. */
-static uint32_t mcs_place_behind(const struct kl_mcs_node *prev, uint32_t rank)
-{
-	uint32_t p;
-
-	if (rank != MCS_WAITING) /* our predecessor holds the lock, or is next */
-		return rank == MCS_NEXT ? MCS_PLACE_NEXT : MCS_PLACE_NEAR;
-	p = atomic_load_explicit(&prev->pos, memory_order_relaxed) + 1;
-	return p > MCS_PLACE_NEAR ? p : MCS_PLACE_NEAR; /* not next, so at least second */
-}
-
-/* Turns counting on when we, uncounted, queued at a place that oversubscribes the lock,
- * and counts us: returns MCS_LINK_COUNTED then, else @counted (MCS_LINK_COUNTED or 0).
- * Counting goes off again only when the lock drains (mcs_unlocked_crowd()). */
-static uintptr_t mcs_note_place(struct kl_mcs *l, uint32_t place, uintptr_t counted)
-{
-	uint32_t c;
-
-	if (counted || place < kli_crowd_max)
-		return counted;
-	c = atomic_load_explicit(&l->crowd, memory_order_relaxed);
-	while (!atomic_compare_exchange_weak_explicit(&l->crowd, &c, (c | MCS_COUNTING) + 1,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
-	return MCS_LINK_COUNTED;
 }
 
 /* The grant's rseq store (G1): glibc's rseq offset when both it and the sleeping
@@ -347,6 +322,35 @@ static uint32_t mcs_pause(struct kl_mcs_node *n, uint32_t v, bool awake, struct 
 	return seen;
 }
 
+/* Does @crowd (a value of l->crowd) say the queue is full: counting on, and holder +
+ * counted waiters at least the CPUs we may run on? */
+static bool mcs_full(uint32_t crowd)
+{
+	return (crowd & MCS_COUNTING) && (crowd & MCS_QUEUED_MASK) + 1 >= kli_crowd_max;
+}
+
+/* How long a waiter of @rank spins before it yields or sleeps: the two nearest the lock
+ * MCS_SPIN_NS; one further back the same unless the queue is full (then the CPUs are
+ * short: a short poll, MCS_QUEUE_SPIN_NS). Counting alone does not shorten it: it stays
+ * on while the lock never drains, and a far waiter that sleeps costs every hand-over a
+ * wake-up (16 CPUs, 4 threads: 140-160 k ops/s against ck's 3.9 M). */
+static uint64_t mcs_spin_budget(const struct kl_mcs *l, uint32_t rank)
+{
+	if (rank != MCS_WAITING)
+		return MCS_SPIN_NS;
+	return mcs_full(atomic_load_explicit(&l->crowd, memory_order_relaxed)) ?
+		       MCS_QUEUE_SPIN_NS : MCS_SPIN_NS;
+}
+
+/* Our spin budget ran out before the grant: the holder or the queue is short of CPUs (or
+ * the holds are long). Turns counting on, so newcomers count themselves from now on
+ * (mcs_lock_contended()); the drain turns it off (mcs_unlocked_crowd()). */
+static void mcs_counting_on(struct kl_mcs *l)
+{
+	if (!(atomic_load_explicit(&l->crowd, memory_order_relaxed) & MCS_COUNTING))
+		atomic_fetch_or_explicit(&l->crowd, MCS_COUNTING, memory_order_relaxed);
+}
+
 /* Queued behind @prev: link in (@counted: MCS_LINK_COUNTED if we are in crowd's count,
  * else 0), then wait until granted. */
 static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
@@ -354,14 +358,11 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
 {
 	/* Our last reads of @prev: it stays alive until it has seen our link (C2). */
 	uint32_t rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
-	uint32_t place = mcs_place_behind(prev, rank);
 	uint32_t v, seen = rank;
 	struct kli_spin s, awake;
 
 	kli_wait_spin(w);
-	counted = mcs_note_place(l, place, counted);
-	/* nobody else writes these yet */
-	atomic_store_explicit(&n->pos, place, memory_order_relaxed);
+	/* nobody else writes it yet */
 	atomic_store_explicit(&n->locked, rank, memory_order_relaxed);
 	mcs_set_awake(n, rank != MCS_WAITING);
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
@@ -370,7 +371,7 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
 			      memory_order_release);
 	if (rank == MCS_NEXT)
 		mcs_promote(n, MCS_NEAR);
-	kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
+	kli_spin_start(&s, mcs_spin_budget(l, rank));
 	kli_spin_start(&awake, MCS_NEAR_AWAKE_NS);
 	/* C4: acquire, pairs with C5 in the predecessor's hand-over. */
 	while ((v = atomic_load_explicit(&n->locked, memory_order_acquire)) != MCS_GRANTED) {
@@ -384,8 +385,9 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
 		}
 		if (kli_spin_poll(&s))
 			continue;
+		mcs_counting_on(l);
 		seen = mcs_pause(n, v, rank != MCS_WAITING && !kli_spin_expired(&awake), w);
-		kli_spin_start(&s, rank != MCS_WAITING ? MCS_SPIN_NS : MCS_QUEUE_SPIN_NS);
+		kli_spin_start(&s, mcs_spin_budget(l, rank));
 	}
 	mcs_promote(n, MCS_NEXT); /* we hold the lock: our successor is next */
 }
@@ -410,7 +412,7 @@ static bool mcs_crowded(void *arg)
 	if (atomic_load_explicit(&l->tail, memory_order_relaxed) == 0)
 		return false;
 	c = atomic_load_explicit(&l->crowd, memory_order_relaxed);
-	return (c & MCS_COUNTING) && (c & MCS_QUEUED_MASK) + 1 >= kli_crowd_max;
+	return mcs_full(c);
 }
 
 /* Polls for MCS_QUEUE_SPIN_NS: does the crowd persist? (A count can lag the queue by a

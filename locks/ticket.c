@@ -34,7 +34,8 @@
  * to the preempted thread - for TICKET_NEXT_AWAKE_NS in all, then it sleeps until served
  * (a lock held for seconds costs its waiters no CPU; until 2026-12 the next in line
  * yielded for ever: 2.4 s of CPU in a 3 s wait under the interposer); the others spin
- * briefly and then sleep in the parking lot until their turn is next (TWA, Dice & Kogan
+ * (TICKET_SPIN_NS while the queue fits on the CPUs, TICKET_QUEUE_SPIN_NS beyond) and then
+ * sleep in the parking lot until their turn is next (TWA, Dice & Kogan
  * 2019, with the parking lot as the waiting array).
  * That alone still pays a wake-up per hand-over once more threads queue than there are
  * CPUs (each sleeper's turn comes while it sleeps: measured 20-80 k ops/s at 8 threads on
@@ -104,7 +105,11 @@
  * (~10 us) on top of >= 1 ms, under 1%. The rotation period's length, so the passive
  * waiters and the next in line live on one time scale. */
 #define TICKET_NEXT_AWAKE_NS 1000000u
-/* Further back: poll this long (the queue may move fast), then sleep until next. */
+/* Further back than the CPUs hold (kli_crowd_max tickets or more from being served): poll
+ * this long (the queue may move fast), then sleep until next. Nearer, a waiter spins
+ * TICKET_SPIN_NS: until 2026-12-04 every waiter past next slept after this, and on 16
+ * CPUs the queue then paid a wake-up per hand-over at 4-16 threads (15-189 k ops/s
+ * against ck's ticket lock at 1.4-2.6 M). */
 #define TICKET_QUEUE_SPIN_NS 2000u
 /* A passive waiter's longest sleep before it takes a ticket anyway: the rotation period,
  * about kl_mutex's hand-off threshold (no thread starves longer than that plus a queue). */
@@ -159,15 +164,23 @@ static void ticket_sleep(struct kl_ticket *t, uint32_t my, bool next, struct kli
 	kli_wait_spin(w);
 }
 
+/* How long a waiter @dist tickets from being served spins before it sleeps (when not
+ * next): long while the queue fits on the CPUs (nobody is short of a CPU for the holder),
+ * a short poll further back. */
+static uint64_t ticket_spin_budget(uint32_t dist)
+{
+	return dist < kli_crowd_max ? TICKET_SPIN_NS : TICKET_QUEUE_SPIN_NS;
+}
+
 /* Waits, with ticket @my, until it is served. */
 static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
 {
 	struct kli_spin s, awake = { 0 }; /* awake: set when our turn is next, read only then */
-	uint32_t owner;
+	uint32_t owner = atomic_load_explicit(&t->owner, memory_order_relaxed);
 	bool next = false;
 
 	kli_wait_spin(w);
-	kli_spin_start(&s, TICKET_QUEUE_SPIN_NS);
+	kli_spin_start(&s, ticket_spin_budget(my - owner));
 	while ((owner = atomic_load_explicit(&t->owner, memory_order_acquire)) != my) { /* T2 */
 		if (!next && my - owner == 1) { /* our turn is next: the spin budget restarts */
 			next = true;
@@ -180,7 +193,9 @@ static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *
 			kli_yield(); /* the holder may be preempted: give it our CPU */
 		else
 			ticket_sleep(t, my, next, w); /* a long hold, or far back */
-		kli_spin_start(&s, next ? TICKET_SPIN_NS : TICKET_QUEUE_SPIN_NS);
+		kli_spin_start(&s, next ? TICKET_SPIN_NS :
+				   ticket_spin_budget(my - atomic_load_explicit(
+					   &t->owner, memory_order_relaxed)));
 	}
 }
 

@@ -215,10 +215,10 @@ static void queue_one_more(pthread_t *t, uint32_t i, struct kl_mcs_node *holder)
 		klt_sleep_ms(1);
 }
 
-/* Holds the lock and queues waiters one by one: up to @crowd - 1 of them (all fit on the
- * CPUs with the holder) nobody counts; the @crowd-th turns counting on and counts itself,
- * later ones count too, until holder + counted waiters fill the CPUs. Then one more
- * thread must show up as a passive waiter before it queues (polled without sleeping). */
+/* Holds the lock and queues one waiter: nobody counts until its spin budget runs out
+ * (the hold outlasts it), which turns counting on. Later waiters count themselves, until
+ * holder + counted waiters fill the CPUs (@crowd). Then one more thread must show up as
+ * a passive waiter before it queues (polled without sleeping). */
 static bool newcomer_seen_passive(uint32_t crowd)
 {
 	struct kl_mcs_node mine;
@@ -229,13 +229,13 @@ static bool newcomer_seen_passive(uint32_t crowd)
 
 	kl_mcs_init(&ml);
 	kl_mcs_lock(&ml, &mine);
-	while (n + 1 < crowd)
-		queue_one_more(t, n++, &mine);
-	assert_int_equal(atomic_load(&ml.crowd), 0);
 	queue_one_more(t, n++, &mine);
-	assert_int_equal(atomic_load(&ml.crowd), CROWD_COUNTING | 1u);
+	while (!(atomic_load(&ml.crowd) & CROWD_COUNTING)) /* its budget runs out */
+		klt_sleep_ms(1);
+	assert_int_equal(atomic_load(&ml.crowd), CROWD_COUNTING); /* it is not counted */
 	while (CROWD_QUEUED(atomic_load(&ml.crowd)) + 1 < crowd)
 		queue_one_more(t, n++, &mine);
+	assert_int_equal(atomic_load(&ml.crowd), CROWD_COUNTING | (crowd - 1));
 	assert_int_equal(pthread_create(&t[n], NULL, lock_unlock_once, NULL), 0);
 	until = klt_now_ns() + CROWD_POLL_MS * 1000000ll;
 	while (!seen && queued_behind(&mine) == n && klt_now_ns() < until)

@@ -8,7 +8,7 @@
  * unlock. So a release touches one waiter's cache line instead of every waiter's, which is
  * what keeps MCS flat on many-core machines (Linux builds qspinlock's slow path from it).
  * Spinning is time-budgeted (the two waiters nearest the lock stay awake about 1 ms, the
- * others far less); then the waiter sleeps on its own node and the hand-over wakes
+ * others spin 50 us while the queue fits on the CPUs, far less once it is full); then the waiter sleeps on its own node and the hand-over wakes
  * exactly it, so waiters do not burn the CPUs the holder needs when threads outnumber CPUs
  * (FIFO still pays a wake-up per hand-over there: prefer kl_mutex, which barges).
  *
@@ -41,7 +41,6 @@ KL_BEGIN_DECLS
 struct kl_mcs_node {
 	KL_ATOMIC(uintptr_t) next;   /* successor's node (and a flag), once it has linked in */
 	KL_ATOMIC(uint32_t) locked;  /* waiting / sleeping / granted by the predecessor */
-	KL_ATOMIC(uint32_t) pos;     /* the waiter's place in the queue when it linked in */
 	/* 1: the waiter runs G2 before it sleeps, so a grant may be a plain store */
 	KL_ATOMIC(uint32_t) awake KL_ALIGNED(KL_MCS_NODE_LINE);
 };

@@ -6,10 +6,11 @@
  * unlock serves the next one (one store). Strict FIFO, so no waiter starves. The waiter
  * whose turn is next spins with the CPU's relax hint for a short time budget, then gives
  * its CPU away (yield) and spins again, for about 1 ms in all; then it sleeps until
- * served. Waiters further back spin briefly and then sleep, and unlock wakes exactly the
- * one whose turn becomes next (a directed wake-up, Dice and Kogan's TWA idea). So a
- * waiter behind a long hold uses no CPU. So with more threads than CPUs the queue does not burn the CPU time
- * the holder and the next thread need. Sections under it should still be short: use
+ * served. Waiters further back spin (50 us while the queue fits on the CPUs, briefly
+ * beyond) and then sleep, and unlock wakes exactly the one whose turn becomes next (a
+ * directed wake-up, Dice and Kogan's TWA idea). So a waiter behind a long hold uses no
+ * CPU, and with more threads than CPUs the queue does not burn the CPU time the holder
+ * and the next thread need. Sections under it should still be short: use
  * kl_mutex for anything that can block or run long.
  *
  * Not recursive, not process-shared, not async-signal-safe. Debug builds
