@@ -28,6 +28,21 @@
  */
 #include "osq.h"
 
+#include <pthread.h>
+
+/* Tails in the shared table (power of two): with k locks that have spinners at the same
+ * moment, two share a tail with odds of about k^2 / (2 * OSQ_HASHED) - 3% for k = 4. */
+#define OSQ_HASHED 256u
+#define OSQ_HASHED_BITS 8
+/* Fibonacci hashing multiplier (2^64 / golden ratio). */
+#define OSQ_FIB_MULT 0x9e3779b97f4a7c15ull
+
+struct osq_tail {
+	_Atomic uintptr_t tail;
+} KL_PADDED;
+
+static struct osq_tail osq_tails[OSQ_HASHED];
+
 static struct kli_thread *as_rec(uintptr_t v)
 {
 	return (struct kli_thread *)v;
@@ -131,4 +146,22 @@ void kli_osq_unlock(_Atomic uintptr_t *tail, struct kli_thread *self)
 		next = osq_wait_next(tail, self, NULL);
 	if (next != NULL) /* O5: release, pairs with O3 */
 		atomic_store_explicit(&next->osq_locked, 1, memory_order_release);
+}
+
+_Atomic uintptr_t *kli_osq_hashed(const void *lock)
+{
+	return &osq_tails[((uint64_t)(uintptr_t)lock * OSQ_FIB_MULT) >> (64 - OSQ_HASHED_BITS)]
+			.tail;
+}
+
+/* fork() child: the spinners queued in the table were other threads, all gone. */
+static void osq_atfork_child(void)
+{
+	for (unsigned i = 0; i < OSQ_HASHED; i++)
+		atomic_store_explicit(&osq_tails[i].tail, 0, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void osq_fork_init(void)
+{
+	pthread_atfork(NULL, NULL, osq_atfork_child);
 }

@@ -39,4 +39,12 @@ bool kli_osq_lock(_Atomic uintptr_t *tail, struct kli_thread *self, struct kli_s
 /* Leaves the head of the queue, passing it to the next queued spinner if there is one. */
 void kli_osq_unlock(_Atomic uintptr_t *tail, struct kli_thread *self);
 
+/* A queue's tail for a lock with no room for one of its own (kl_rwlock: its 40 bytes must
+ * fit under glibc's pthread_rwlock_t for the interposer): one of a fixed table of tails,
+ * chosen by @lock's address. Locks whose addresses share a tail share a queue: a spinner
+ * may then wait behind another lock's head until its budget runs out and go on to sleep
+ * (correct, only slower; rare while few locks see spinners at once). A fork() child
+ * starts with every tail empty. */
+_Atomic uintptr_t *kli_osq_hashed(const void *lock);
+
 #endif /* KL_OSQ_H */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_osq.c - the optimistic spin queue: one head at a time, cancellation. */
+#include <sys/wait.h>
+#include <unistd.h>
 #include "kltest.h"
 #include "osq.h"
 
@@ -81,11 +83,67 @@ static void test_osq_uncontended_head_at_once(void **state)
 	assert_int_equal(atomic_load(&t), 0);
 }
 
+/* Locks with no tail of their own share a table of tails: the same lock always finds the
+ * same tail, each tail has its cache line to itself (the queue's xchg must not move a
+ * neighbour's line), and the tails of the array's locks are spread over the table. */
+#define HASHED_LOCKS 64   /* consecutive 64-byte locks, as a table of them lies */
+#define HASHED_MIN_TAILS 32 /* distinct tails among them, at least */
+
+static void test_osq_hashed_tail_is_stable_and_spread(void **state)
+{
+	static char locks[HASHED_LOCKS][64];
+	_Atomic uintptr_t *seen[HASHED_LOCKS];
+	unsigned distinct = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < HASHED_LOCKS; i++) {
+		seen[i] = kli_osq_hashed(locks[i]);
+		assert_ptr_equal(kli_osq_hashed(locks[i]), seen[i]);
+		assert_int_equal((uintptr_t)seen[i] % KL_ARCH_PAD, 0);
+		unsigned j = 0;
+
+		while (j < i && seen[j] != seen[i])
+			j++;
+		distinct += j == i;
+	}
+	assert_true(distinct >= HASHED_MIN_TAILS);
+}
+
+/* fork() while a thread is queued: the child has only the forking thread, so a tail left
+ * naming the queued one would make the child's first spinner wait behind a thread that
+ * does not exist there. The child finds every tail empty. */
+static int lock_in_queue;
+
+static void test_osq_hashed_tails_are_empty_in_a_fork_child(void **state)
+{
+	_Atomic uintptr_t *q = kli_osq_hashed(&lock_in_queue);
+	struct kli_thread *self = kli_self();
+	struct kli_spin s;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	kli_spin_start(&s, 0);
+	assert_true(kli_osq_lock(q, self, &s)); /* we are queued (the head) across the fork */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(atomic_load(q) == 0 ? 0 : 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(atomic_load(q), (uintptr_t)self); /* the parent's queue is untouched */
+	kli_osq_unlock(q, self);
+	assert_int_equal(atomic_load(q), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_osq_uncontended_head_at_once),
 		cmocka_unit_test(test_osq_one_head_at_a_time_with_cancellations),
+		cmocka_unit_test(test_osq_hashed_tail_is_stable_and_spread),
+		cmocka_unit_test(test_osq_hashed_tails_are_empty_in_a_fork_child),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
