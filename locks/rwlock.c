@@ -3,10 +3,13 @@
  * locks/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
  *
  * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
- * reader count or the writer; contended lockers spin for a learnt time budget (a writer
- * for at least RW_WSPIN_FLOOR_NS, its polls paced as kl_mutex's spinner's; a writer
- * spinning alone, as kl_mutex's spinner, while the lock keeps moving, leaving a relocking
- * writer the lock until its turn after RW_TURN_NS or RW_PASS_MAX releases), then sleep.
+ * reader count or the writer; contended lockers spin for a learnt time budget, then
+ * sleep. Writers queue to spin (the OSQ, as kl_mutex's spinners and Linux rwsem's
+ * writers; its tail hashed by the lock's address, kli_osq_hashed, as the lock has no room
+ * for one), so that only the queue's head polls the word, paced as kl_mutex's spinner,
+ * while the lock keeps moving, leaving a relocking writer the lock until its turn after
+ * RW_TURN_NS or RW_PASS_MAX releases. A sleeping writer woken and beaten queues to spin
+ * again.
  * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of
  * their own, writers and readers sleep on different futex words, and an unlock wakes one
  * writer or the readers - never a herd that mostly goes back to sleep. Added here: a
@@ -52,7 +55,9 @@
  *                     spinner does not set it against a writer): new readers defer, so
  *                     the readers inside drain. A hint for fairness only - every wake-up
  *                     decision reads the counts - so it may be stale: a reader that sees it
- *                     with no writer counted clears it.
+ *                     with no writer counted clears it. Writers take a free word that has
+ *                     it (they barge) and release keeping it; a release that then sees no
+ *                     writer asleep drops it (klock/rwlock.h, kl_rwlock_write_sleepers_).
  *   bit 2  DESTROYED  poisoned by kl_rwlock_destroy()
  *   bit 3  BIAS       readers may hold it through their threads' slots (see above);
  *                     set only while no writer holds it, cleared by a revoking writer
@@ -61,8 +66,9 @@
  *   bits 5-6          always 0
  *   bits 7..63        reader count when WRLOCK is clear (RW_RD_ONE per reader)
  *   0 = free. Read fast path: with BIAS, publish in the thread's slot (B1/B2); else CAS
- *   count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path: CAS 0 -> id|WRLOCK (a word
- *   with BIAS takes the library's W1/B3 and a revocation).
+ *   count+1 if no WRLOCK/WRWANT/DESTROYED. Write fast path: CAS 0 -> id|WRLOCK, or
+ *   WRWANT -> id|WRLOCK|WRWANT (a word with BIAS takes the library's W1/B3 and a
+ *   revocation).
  * Side words: wwait (the writers' futex word; low 16 bits: writers asleep or about to
  * sleep; high 16 bits: wake-ups sent to them and not yet taken back, at most the low half -
  * one wake-up system call per sleep, not one per release while the woken writer is on its
@@ -96,18 +102,18 @@
  *      reader asleep at that moment before the next writer can get in; a release that
  *      does not hand off takes the no-grant path every release took before when all
  *      sleepers were granted (I1 unchanged: the counts decide who is woken).
- *      Writers among themselves barge (not FIFO); a writer woken and beaten retries. A
- *      writer spinning alone lets one that releases and relocks at once keep the lock
- *      (it does not take a free word less than RW_CONFIRM_NS after a counted release,
- *      nor one that closes again within RW_CONFIRM_LOOKS looks), and is not starved by
- *      it: after RW_TURN_NS it claims its turn (wpasses set to RW_PASS_MAX), and after
+ *      Writers among themselves barge (not FIFO); a writer woken and beaten queues to
+ *      spin again, then sleeps again. The queue's head - the writer spinning alone -
+ *      lets one that releases and relocks at once keep the lock (it does not take a
+ *      free word less than RW_CONFIRM_NS after a counted release, nor one that closes
+ *      again within RW_CONFIRM_LOOKS looks), and is not starved by it: after RW_TURN_NS it claims its turn (wpasses set to RW_PASS_MAX), and after
  *      RW_PASS_MAX releases past it, or a claim, the releaser waits up to RW_POLITE_NS
  *      for the free lock to be taken (kl_mutex's I3). Against readers it waits at most
  *      RW_RIDE_READERS_NS before it sets WRWANT, and the drain bound applies. A spinning
  *      reader leaves a word that closes again within RW_CONFIRM_LOOKS looks to the
- *      writer's thread until RW_TURN_NS has passed, then takes the first opening. Spinners
- *      in a crowd sleep when their fixed budgets run out, and the sleep side's bounds
- *      apply.
+ *      writer's thread until RW_TURN_NS has passed, then takes the first opening. Queued
+ *      writers, and spinners in a crowd (a moment when the head role passes), sleep when
+ *      their budgets run out, and the sleep side's bounds apply.
  *
  * Memory ordering (labels at the sites).
  *   R1  read acquire CAS (count+1)              pairs with W2/G3 of the last writer
@@ -194,13 +200,14 @@
 #include <klock/rwlock.h>
 #include <klock/wait.h>
 #include "hooks.h"
+#include "osq.h"
 #include "rwlock_impl.h"
 #include "spin.h"
 #include "thread.h"
 
 /* The word's encoding: klock/rwlock.h's private copies are the ones its inline paths use. */
 #define RW_WRLOCK ((uintptr_t)KL_RWLOCK_WRLOCK_)
-#define RW_WRWANT 0x2ul
+#define RW_WRWANT ((uintptr_t)KL_RWLOCK_WRWANT_)
 #define RW_DESTROYED ((uintptr_t)KL_RWLOCK_DESTROYED_)
 #define RW_BIAS ((uintptr_t)KL_RWLOCK_BIAS_)
 #define RW_BIAS_WAIT ((uintptr_t)KL_RWLOCK_BIAS_WAIT_)
@@ -953,7 +960,7 @@ static void rw_claim_turn(struct kl_rwlock *rw, struct kli_pace *pace)
 	}
 }
 
-/* Spins, counted in wspin, setting WRWANT when readers hold the lock so that they drain
+/* The spin queue's head polls the word. Counted in wspin, it sets WRWANT when readers hold the lock so that they drain
  * (FreeBSD's WRITE_SPINNER, counted as OpenBSD counts sleepers) - a writer spinning alone
  * only after RW_RIDE_READERS_NS, leaving readers that keep retaking the lock their streak,
  * and before then it takes a free word only if rw_still_open() confirms it (a reader that
@@ -961,20 +968,20 @@ static void rw_claim_turn(struct kl_rwlock *rw, struct kli_pace *pace)
  * leaves WRWANT alone: WRLOCK already keeps readers out, and the flag would only send
  * that writer's unlock (which expects self|WRLOCK) and its next lock (which expects 0)
  * down their slow paths. Writer against writer is where a rwlock should cost what a mutex
- * costs, so a spinning writer works as kl_mutex's spinner does: polls paced in time
+ * costs, so the head works as kl_mutex's spinner does: polls paced in time
  * (kli_pace: each look pulls the holder's line away), a budget that bounds time WITHOUT
  * PROGRESS (RW_STALL_NS while the lock's waits are short), restarted when the word or
  * wpasses moves - while wspin is 1, every write release counts itself there (rw_pass),
  * so a writer that releases and relocks between two looks is seen - a free word left to
  * that writer (rw_cycling), and a turn claimed after RW_TURN_NS (rw_claim_turn) or given
- * after RW_PASS_MAX releases (rw_pass). Only a writer spinning alone gets the restarts,
- * the long budget and the turn: several spinners are not queued (kl_mutex's OSQ), so each
- * keeps the fixed, learnt budget (at least RW_WSPIN_FLOOR_NS) and then sleeps, as all
- * did before. Time off the CPU does not spend a budget (kli_pace_gap); losing the CPU
+ * after RW_PASS_MAX releases (rw_pass). Only a writer spinning alone gets the restarts and
+ * the turn; the queue (rw_write_spin) makes the head alone but for a moment when the head
+ * role passes, and a writer that finds another counted keeps a fixed budget of at least
+ * RW_WSPIN_FLOOR_NS, then sleeps. Time off the CPU does not spend a budget (kli_pace_gap); losing the CPU
  * ends the spin. 0 once taken, or EAGAIN. */
-static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
+static int rw_write_poll(struct kl_rwlock *rw, kli_owner_t self, uint64_t budget)
 {
-	uint64_t budget = kli_spin_budget(&rw->spin_ns), t0, turn, rturn;
+	uint64_t t0, turn, rturn;
 	struct rw_seen seen = { 0, 0, 0 };
 	struct kli_spin s;
 	struct kli_pace pace;
@@ -985,11 +992,8 @@ static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 
 	if (alone)  /* count the releases past us from now */
 		atomic_store_explicit(&rw->wpasses, 0, memory_order_relaxed);
-	if (alone && budget < KLI_SPIN_MAX_NS)
-		budget = RW_STALL_NS;
-	else if (budget < RW_WSPIN_FLOOR_NS)
+	if (!alone && budget < RW_WSPIN_FLOOR_NS)
 		budget = RW_WSPIN_FLOOR_NS;
-	kli_wait_spin(w);
 	kli_spin_start(&s, budget);
 	kli_pace_start(&pace, true);
 	t0 = kl_arch_cycles();
@@ -1028,6 +1032,36 @@ static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 	return err;
 }
 
+/*
+ * The spin phase: queue behind this lock's other spinning writers, each polling its own
+ * record (the OSQ, locks/osq.h, as kl_mutex's spinners and Linux rwsem's writers queue),
+ * then poll the word as the queue's head (rw_write_poll). Until 2026-12-05 every writer
+ * polled the word, and a writer that found others counted kept a fixed budget and then
+ * slept: write-only, on 2 CPUs at 4-16 threads, 18-6 M ops/s against kl_mutex's 37-34 M;
+ * on 16 CPUs, 16 threads, 0.9 M against 13.7 M. The budget (RW_STALL_NS while the lock's
+ * waits are short, else the learnt one) bounds the wait in the queue as kl_mutex's does.
+ * The queue's tail is hashed by the lock's address (kli_osq_hashed): the lock has no room
+ * for one. 0 once taken, or EAGAIN.
+ */
+static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
+{
+	_Atomic uintptr_t *queue = kli_osq_hashed(rw);
+	struct kli_thread *me = kli_self();
+	uint64_t budget = kli_spin_budget(&rw->spin_ns);
+	struct kli_spin s;
+	int err = EAGAIN;
+
+	if (budget < KLI_SPIN_MAX_NS)
+		budget = RW_STALL_NS; /* short waits: no progress means a stalled holder */
+	kli_wait_spin(w);
+	kli_spin_start(&s, budget);
+	if (kli_osq_lock(queue, me, &s)) {
+		err = rw_write_poll(rw, self, budget);
+		kli_osq_unlock(queue, me);
+	}
+	return err;
+}
+
 /* The last sleeping writer timed out: nobody is left for readers to defer to. */
 static void rw_writer_gave_up(struct kl_rwlock *rw, uint32_t writers_left)
 {
@@ -1052,6 +1086,7 @@ static int rw_write_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wai
 {
 	uint32_t ww, left;
 	uintptr_t v;
+	bool woken = false;
 	int err;
 
 	atomic_fetch_add_explicit(&rw->wwait, 1, memory_order_seq_cst); /* S2 */
@@ -1066,8 +1101,8 @@ static int rw_write_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wai
 			continue;
 		}
 		err = rw_write_try(rw, self, memory_order_seq_cst); /* S2: last look */
-		if (err != EAGAIN)
-			break;
+		if (err != EAGAIN || woken)
+			break; /* woken and beaten: spin again (rw_write_slow) */
 		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
 		if (!(v & RW_WRWANT)) { /* make new readers wait for us (I3), then look again */
 			atomic_compare_exchange_weak_explicit(&rw->word, &v, v | RW_WRWANT,
@@ -1081,6 +1116,7 @@ static int rw_write_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wai
 		}
 		kli_wait_sleep(w);
 		kl_wait(&rw->wwait, ww, abstime); /* no wake-up on its way when we read ww */
+		woken = true;
 	}
 	left = rw_write_unsleep(rw);
 	if (err == ETIMEDOUT)
@@ -1095,11 +1131,13 @@ static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
 	int err;
 
 	kli_wait_begin(&w);
-	err = rw_write_try(rw, self, memory_order_relaxed);
-	if (err == EAGAIN)
-		err = rw_write_spin(rw, self, &w);
-	if (err == EAGAIN)
-		err = rw_write_sleep(rw, self, &w, abstime);
+	do {
+		err = rw_write_try(rw, self, memory_order_relaxed);
+		if (err == EAGAIN)
+			err = rw_write_spin(rw, self, &w);
+		if (err == EAGAIN)
+			err = rw_write_sleep(rw, self, &w, abstime);
+	} while (err == EAGAIN);
 	if (err == 0 && kl_unlikely(atomic_load_explicit(&rw->word, memory_order_relaxed) &
 				    RW_BIAS))
 		err = rw_revoke(rw, abstime, true);
@@ -1107,14 +1145,22 @@ static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
 	return err;
 }
 
-/* The write fast path: CAS 0 -> self|WRLOCK (W1). */
+/* The write fast path: CAS 0 -> self|WRLOCK (W1), or WRWANT -> self|WRLOCK|WRWANT. The
+ * second is the slow path's first try (rw_write_try takes a free word whatever WRWANT
+ * says: writers barge) made inline: while writers sleep, WRWANT stays on the free word,
+ * and a writer that releases and relocks went down the slow path at every lock
+ * (write-only, 2 CPUs, 8 threads: writers asleep 99% of the time). */
 static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, kli_owner_t self)
 {
 	uintptr_t v = 0;
 
 	/* W1: acquire, pairs with W2 and R2. */
 	return atomic_compare_exchange_strong_explicit(&rw->word, &v, self | RW_WRLOCK,
-						       memory_order_acquire, memory_order_relaxed);
+						       memory_order_acquire,
+						       memory_order_relaxed) ||
+	       (v == RW_WRWANT &&
+		atomic_compare_exchange_strong_explicit(&rw->word, &v, self | RW_WRLOCK | RW_WRWANT,
+							memory_order_acquire, memory_order_relaxed));
 }
 
 /* G1: grants a read hold to every sleeping reader not granted one yet. Returns how many. */
@@ -1181,8 +1227,13 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds)
 		n = rw_grant(rw);
 	uintptr_t keep;
 
-	do { /* WRWANT only while writers sleep (a stale drop is harmless: I1) */
-		keep = (rw_writers_waiting(rw) != 0 ? (v & RW_WRWANT) : 0) |
+	/* WRWANT only while writers sleep (a stale drop is harmless: I1). Not for a spinning
+	 * writer: it sets WRWANT again if readers take the free word, and kept for it the
+	 * flag sent every lock and unlock of a relocking writer down the slow paths for as
+	 * long as anyone spun (write-only, 2 CPUs, 8 threads: nearly every acquisition). */
+	do {
+		keep = (rw_ww_asleep(atomic_load_explicit(&rw->wwait, memory_order_relaxed)) != 0
+				? (v & RW_WRWANT) : 0) |
 		       (v & RW_BIAS); /* BIAS: only a failed revocation leaves it */
 		/* W2 / G3: release (seq_cst: SB with S1/S2, then we read the counts). */
 	} while (!atomic_compare_exchange_weak_explicit(&rw->word, &v,
@@ -1508,21 +1559,19 @@ int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *absti
 void (kl_rwlock_write_unlock)(struct kl_rwlock *rw)
 {
 	kli_owner_t self = kli_tls_owner;
-	uintptr_t v = self | RW_WRLOCK;
+	uintptr_t v;
 
 	kli_hook_release(rw, RW_KIND, 0, KLI_SITE());
-	/* W2: release (seq_cst: SB with S1/S2, then we read the counts). With sleepers we
-	 * take the slow path to hand the lock to the readers instead of releasing it. */
-	if (kl_unlikely(self == 0) ||
-	    kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_relaxed) != 0) ||
-	    kl_unlikely(!atomic_compare_exchange_strong_explicit(&rw->word, &v, 0,
-								  memory_order_seq_cst,
-								  memory_order_relaxed))) {
+	/* W2 (klock/rwlock.h). With sleeping readers we take the slow path to hand the lock
+	 * to them instead of releasing it. A writer that releases and relocks while others
+	 * sleep took the slow path at every release before WRWANT was kept here (write-only,
+	 * 2 CPUs, 8 threads: 12 M ops/s; 20-25 M after). */
+	v = kl_rwlock_write_release_(rw, self);
+	if (kl_unlikely(v == 0)) {
 		rw_write_unlock_slow(rw, self, KLI_SITE());
 		return;
 	}
-	if (kl_unlikely(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
-			atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0))
+	if (kl_unlikely(kl_rwlock_write_sleepers_(rw, v)))
 		rw_write_unlocked_slow(rw);
 	else
 		kli_hook_released(rw, RW_KIND, 0);

@@ -7,6 +7,7 @@
 #include <klock/rwlock.h>
 #include "kltest.h"
 #include "kl_internal.h"
+#include "osq.h"
 #include "rwlock_impl.h"
 #include "spin.h"
 #include "thread.h"
@@ -701,6 +702,117 @@ static void test_rwlock_releases_past_a_spinning_writer_are_counted(void **state
 }
 
 /*
+ * White-box: a write release leaves WRWANT on the free word only while a writer sleeps.
+ * Readers defer to the flag (I3), so it must stay while a writer is asleep; with none
+ * asleep it only sends the next lock and unlock down a second CAS. Before 2026-12-05 a
+ * release kept it for a writer that was spinning (wspin): under write contention, where
+ * someone always spins, nearly every lock and unlock took the slow path. Both the inline
+ * and the library unlock are covered: they share kl_rwlock_write_release_().
+ */
+static void write_release_with_want(bool inline_unlock, uint32_t spinning, uint32_t asleep,
+				    uintptr_t expect)
+{
+	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
+
+	kl_rwlock_write_lock(&l);
+	atomic_store(&l.wspin, (uint16_t)spinning); /* pose as writers spinning, asleep */
+	atomic_store(&l.wwait, asleep);
+	atomic_fetch_or(&l.word, (uintptr_t)WORD_WRWANT);
+	if (inline_unlock)
+		kl_rwlock_write_unlock(&l);
+	else
+		(kl_rwlock_write_unlock)(&l);
+	assert_int_equal(atomic_load(&l.word), expect);
+	atomic_store(&l.wspin, 0);
+	atomic_store(&l.wwait, 0);
+	atomic_store(&l.word, 0);
+	atomic_store(&l.wpasses, 0);
+	assert_int_equal(kl_rwlock_destroy(&l), 0);
+}
+
+static void test_rwlock_write_release_keeps_wrwant_only_while_a_writer_sleeps(void **state)
+{
+	(void)state;
+	for (int inl = 0; inl <= 1; inl++) {
+		write_release_with_want(inl, 0, 0, 0);
+		write_release_with_want(inl, 1, 0, 0); /* a spinner sets it again if it must */
+		write_release_with_want(inl, 0, 1, WORD_WRWANT); /* the sleeper is woken too */
+	}
+}
+
+/* A free word that only says a writer waits is taken by the write fast path, keeping the
+ * flag (readers still defer), and released as above; a reader is kept out meanwhile. */
+static void test_rwlock_writer_takes_a_free_word_that_wants_a_writer(void **state)
+{
+	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
+
+	(void)state;
+	atomic_store(&l.word, (uintptr_t)WORD_WRWANT);
+	kl_rwlock_write_lock(&l);
+	assert_true(kl_rwlock_wowned(&l));
+	assert_int_equal(atomic_load(&l.word) & WORD_WRWANT, WORD_WRWANT);
+	assert_false(kl_rwlock_read_trylock(&l));
+	kl_rwlock_write_unlock(&l);
+	assert_int_equal(atomic_load(&l.word), 0); /* nobody asleep: dropped */
+	assert_int_equal(kl_rwlock_destroy(&l), 0);
+}
+
+/*
+ * Spinning writers queue on a tail hashed from the lock's address (kli_osq_hashed): two
+ * locks may share one queue. Writers of two such locks, two per lock, must each keep
+ * their lock exclusive and all finish - one lock's head never holds the other lock's
+ * spinners for longer than their budget, after which they sleep on their own lock.
+ */
+#define SHARED_Q_LOCKS 2
+#define SHARED_Q_WRITERS 4 /* two per lock */
+#define SHARED_Q_CANDIDATES 4096 /* locks searched for two with one tail */
+
+static struct kl_rwlock shared_q[SHARED_Q_CANDIDATES];
+static struct kl_rwlock *shared_q_pair[SHARED_Q_LOCKS];
+static long shared_q_count[SHARED_Q_LOCKS], shared_q_iters;
+static _Atomic long shared_q_bad;
+
+static void *shared_q_writer(void *arg)
+{
+	int k = *(int *)arg % SHARED_Q_LOCKS;
+
+	for (long i = 0; i < shared_q_iters; i++) {
+		kl_rwlock_write_lock(shared_q_pair[k]);
+		long c = shared_q_count[k];
+
+		kl_arch_relax();
+		shared_q_count[k] = c + 1;
+		if (!kl_rwlock_wowned(shared_q_pair[k]))
+			atomic_fetch_add(&shared_q_bad, 1);
+		kl_rwlock_write_unlock(shared_q_pair[k]);
+	}
+	return NULL;
+}
+
+static void test_rwlock_writers_of_two_locks_sharing_a_spin_queue(void **state)
+{
+	int ids[SHARED_Q_WRITERS];
+	unsigned i = 1;
+
+	(void)state;
+	while (i < SHARED_Q_CANDIDATES && kli_osq_hashed(&shared_q[i]) != kli_osq_hashed(&shared_q[0]))
+		i++;
+	assert_true(i < SHARED_Q_CANDIDATES);
+	shared_q_pair[0] = &shared_q[0];
+	shared_q_pair[1] = &shared_q[i];
+	shared_q_iters = klt_scaled(50000);
+	for (int j = 0; j < SHARED_Q_WRITERS; j++)
+		ids[j] = j;
+	klt_run_threads(SHARED_Q_WRITERS, shared_q_writer, ids, sizeof(ids[0]));
+	assert_int_equal(atomic_load(&shared_q_bad), 0);
+	for (int k = 0; k < SHARED_Q_LOCKS; k++) {
+		assert_int_equal(shared_q_count[k], shared_q_iters * SHARED_Q_WRITERS / SHARED_Q_LOCKS);
+		assert_int_equal(atomic_load(&shared_q_pair[k]->wwait), 0);
+		assert_int_equal(kl_rwlock_destroy(shared_q_pair[k]), 0);
+	}
+}
+
+/*
  * Two writers on two CPUs: one releases and relocks at once, DUEL_ITERS sections in a
  * row; the other wants the lock once meanwhile, from the start of a section. It must spin
  * through the other's streak - seeing progress it cannot see in the word, through the
@@ -1114,6 +1226,9 @@ int main(void)
 		cmocka_unit_test(test_rwlock_inline_write_unlock_wakes_a_sleeping_writer),
 		cmocka_unit_test(test_rwlock_inline_read_unlock_wakes_a_sleeping_writer),
 		cmocka_unit_test(test_rwlock_releases_past_a_spinning_writer_are_counted),
+		cmocka_unit_test(test_rwlock_write_release_keeps_wrwant_only_while_a_writer_sleeps),
+		cmocka_unit_test(test_rwlock_writer_takes_a_free_word_that_wants_a_writer),
+		cmocka_unit_test(test_rwlock_writers_of_two_locks_sharing_a_spin_queue),
 		cmocka_unit_test(test_rwlock_spinning_writer_gets_its_turn_without_sleeping),
 		cmocka_unit_test(test_rwlock_spinning_writer_leaves_a_relocking_writer_its_streak),
 		cmocka_unit_test(test_rwlock_static_initializer_works),

@@ -152,10 +152,12 @@ KL_API void kl_rwlock_write_downgrade(struct kl_rwlock *rw) KL_NONNULL(1);
 KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
 
 /* The word's encoding (private; locks/rwlock.c's RW_*): the write-held bit (a writer's
- * word is its owner id, kl_mutex_self_, whose low bits are 0, with this bit set), the
- * destroyed bit, the reader-bias bit, the bit that says a revoking writer sleeps, the bits that keep a new reader out (write-held, a
- * writer waits, destroyed), all flag bits, and one read hold. */
+ * word is its owner id, kl_mutex_self_, whose low bits are 0, with this bit set), the bit
+ * that says a writer waits, the destroyed bit, the reader-bias bit, the bit that says a
+ * revoking writer sleeps, the bits that keep a new reader out (write-held, a writer
+ * waits, destroyed), all flag bits, and one read hold. */
 #define KL_RWLOCK_WRLOCK_ 0x1u
+#define KL_RWLOCK_WRWANT_ 0x2u
 #define KL_RWLOCK_DESTROYED_ 0x4u
 #define KL_RWLOCK_BIAS_ 0x8u
 #define KL_RWLOCK_BIAS_WAIT_ 0x10u
@@ -185,6 +187,46 @@ static inline void kl_rwlock_count_pass_(struct kl_rwlock *rw)
 	atomic_store_explicit(&rw->wpasses, p, memory_order_relaxed);
 	if (__builtin_expect((int32_t)p >= KL_MUTEX_PASS_MAX_, 0))
 		kl_rwlock_write_polite_(rw);
+}
+
+/* Private (locks/rwlock.c's kl_rwlock_write_unlock() and the inline unlock below). The
+ * write release W2 by @me (seq_cst: store-buffering with S1/S2, then the counts are read):
+ * a word with WRWANT (writers asleep, most likely) is released keeping the flag, as the
+ * slow path would while they sleep. Returns the word released, or 0 when this is not
+ * ours to do (readers asleep: the slow path may hand them the lock; misuse). */
+static inline uintptr_t kl_rwlock_write_release_(struct kl_rwlock *rw, uintptr_t me)
+{
+	uintptr_t v = me | KL_RWLOCK_WRLOCK_;
+
+	if (me == 0 || atomic_load_explicit(&rw->rwait, memory_order_relaxed) != 0)
+		return 0;
+	/* W2 */
+	if (atomic_compare_exchange_strong_explicit(&rw->word, &v, 0, memory_order_seq_cst,
+						    memory_order_relaxed))
+		return me | KL_RWLOCK_WRLOCK_;
+	if (v == (me | KL_RWLOCK_WRLOCK_ | KL_RWLOCK_WRWANT_) &&
+	    /* W2, keeping WRWANT */
+	    atomic_compare_exchange_strong_explicit(&rw->word, &v, KL_RWLOCK_WRWANT_,
+						    memory_order_seq_cst, memory_order_relaxed))
+		return me | KL_RWLOCK_WRLOCK_ | KL_RWLOCK_WRWANT_;
+	return 0;
+}
+
+/* Private. After kl_rwlock_write_release_() released @v: did a sleeper count itself
+ * before our W2 (the S1/S2 pair)? Then it must be woken (kl_rwlock_write_unlocked_()).
+ * If none did, a WRWANT kept is stale - no writer sleeps - and is dropped from the free
+ * word, or every lock and unlock after it would take a second CAS. */
+static inline bool kl_rwlock_write_sleepers_(struct kl_rwlock *rw, uintptr_t v)
+{
+	uintptr_t want = KL_RWLOCK_WRWANT_;
+
+	if (atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
+	    atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)
+		return true;
+	if (v & KL_RWLOCK_WRWANT_)
+		atomic_compare_exchange_strong_explicit(&rw->word, &want, 0, memory_order_relaxed,
+							memory_order_relaxed);
+	return false;
 }
 #endif
 
@@ -283,10 +325,16 @@ static inline void kl_rwlock_write_lock_inline(struct kl_rwlock *rw)
 {
 	uintptr_t me = kl_mutex_self_, v = 0;
 
-	/* W1: acquire, pairs with W2 and R2 (locks/rwlock.c). */
-	if (__builtin_expect(me != 0 && atomic_compare_exchange_strong_explicit(
-						&rw->word, &v, me | KL_RWLOCK_WRLOCK_,
-						memory_order_acquire, memory_order_relaxed),
+	/* W1: acquire, pairs with W2 and R2 (locks/rwlock.c). A free word that only says a
+	 * writer waits is taken as well, keeping the flag (locks/rwlock.c's rw_write_fast). */
+	if (__builtin_expect(me != 0 && (atomic_compare_exchange_strong_explicit(
+						 &rw->word, &v, me | KL_RWLOCK_WRLOCK_,
+						 memory_order_acquire, memory_order_relaxed) ||
+					 (v == KL_RWLOCK_WRWANT_ &&
+					  atomic_compare_exchange_strong_explicit(
+						  &rw->word, &v,
+						  me | KL_RWLOCK_WRLOCK_ | KL_RWLOCK_WRWANT_,
+						  memory_order_acquire, memory_order_relaxed))),
 			     1))
 		return;
 	(kl_rwlock_write_lock)(rw);
@@ -294,20 +342,10 @@ static inline void kl_rwlock_write_lock_inline(struct kl_rwlock *rw)
 
 static inline void kl_rwlock_write_unlock_inline(struct kl_rwlock *rw)
 {
-	uintptr_t me = kl_mutex_self_, v = me | KL_RWLOCK_WRLOCK_;
+	uintptr_t v = kl_rwlock_write_release_(rw, kl_mutex_self_);
 
-	/* W2: release (seq_cst: store-buffering with S1/S2, then we read the counts). */
-	if (__builtin_expect(me != 0 &&
-				     atomic_load_explicit(&rw->rwait, memory_order_relaxed) == 0 &&
-				     atomic_compare_exchange_strong_explicit(
-					     &rw->word, &v, 0, memory_order_seq_cst,
-					     memory_order_relaxed),
-			     1)) {
-		/* S1/S2 pair: a sleeper that counted itself before our W2 is seen here. */
-		if (__builtin_expect(atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
-					     atomic_load_explicit(&rw->wwait,
-								  memory_order_seq_cst) != 0,
-				     0))
+	if (__builtin_expect(v != 0, 1)) {
+		if (__builtin_expect(kl_rwlock_write_sleepers_(rw, v), 0))
 			kl_rwlock_write_unlocked_(rw);
 		else if (__builtin_expect(atomic_load_explicit(&rw->wspin,
 							       memory_order_relaxed) == 1,
