@@ -704,9 +704,10 @@ static void test_rwlock_releases_past_a_spinning_writer_are_counted(void **state
 /*
  * White-box: a write release leaves WRWANT on the free word only while a writer sleeps.
  * Readers defer to the flag (I3), so it must stay while a writer is asleep; with none
- * asleep it only sends the next lock and unlock down a second CAS. Before 2026-12-05 a
- * release kept it for a writer that was spinning (wspin): under write contention, where
- * someone always spins, nearly every lock and unlock took the slow path. Both the inline
+ * asleep it only sends the next lock and unlock down a second CAS. Before 2026-12-04
+ * (night) a release kept it for a writer that was spinning (wspin): under write
+ * contention, where someone always spins, nearly every lock and unlock took the slow
+ * path. Both the inline
  * and the library unlock are covered: they share kl_rwlock_write_release_().
  */
 static void write_release_with_want(bool inline_unlock, uint32_t spinning, uint32_t asleep,
@@ -744,17 +745,16 @@ static void test_rwlock_write_release_keeps_wrwant_only_while_a_writer_sleeps(vo
  * flag (readers still defer), and released as above; a reader is kept out meanwhile. */
 static void test_rwlock_writer_takes_a_free_word_that_wants_a_writer(void **state)
 {
-	struct kl_rwlock l = KL_RWLOCK_INITIALIZER;
-
 	(void)state;
-	atomic_store(&l.word, (uintptr_t)WORD_WRWANT);
-	kl_rwlock_write_lock(&l);
-	assert_true(kl_rwlock_wowned(&l));
-	assert_int_equal(atomic_load(&l.word) & WORD_WRWANT, WORD_WRWANT);
-	assert_false(kl_rwlock_read_trylock(&l));
-	kl_rwlock_write_unlock(&l);
-	assert_int_equal(atomic_load(&l.word), 0); /* nobody asleep: dropped */
-	assert_int_equal(kl_rwlock_destroy(&l), 0);
+	kl_rwlock_init(&rw);
+	atomic_store(&rw.word, (uintptr_t)WORD_WRWANT);
+	kl_rwlock_write_lock(&rw);
+	assert_true(kl_rwlock_wowned(&rw));
+	assert_int_equal(atomic_load(&rw.word) & WORD_WRWANT, WORD_WRWANT);
+	assert_int_equal(actor_once(OP_TRY_READ), EBUSY); /* another thread's read: kept out */
+	kl_rwlock_write_unlock(&rw);
+	assert_int_equal(atomic_load(&rw.word), 0); /* nobody asleep: dropped */
+	assert_int_equal(kl_rwlock_destroy(&rw), 0);
 }
 
 /*
