@@ -338,12 +338,10 @@ static bool mtx_poll(struct kl_mutex *m, kli_owner_t me, struct kli_spin *s,
 /* The spin phase: queue behind other spinners (OSQ), then poll. True holding @m. */
 static bool mtx_spin(struct kl_mutex *m, struct kli_thread *self, struct kli_wait *w)
 {
-	uint64_t budget = kli_spin_budget(&m->spin_ns), now, left;
+	uint64_t budget = kli_stall_budget(&m->spin_ns, MTX_STALL_NS), now, left;
 	struct kli_spin s;
 	bool got = false;
 
-	if (budget < KLI_SPIN_MAX_NS)
-		budget = MTX_STALL_NS; /* short waits: no progress means a stalled holder */
 	kli_wait_spin(w);
 	kli_spin_start(&s, budget);
 	if (kli_osq_lock(&m->spinq, self, &s)) {

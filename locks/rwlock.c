@@ -304,7 +304,7 @@ static pthread_once_t rw_bias_once = PTHREAD_ONCE_INIT;
 
 /* wwait: writers asleep or about to sleep (low half), wake-ups sent to them that they
  * have not yet taken back (high half; never more than the low half). */
-#define RW_WW_WOKEN (1u << 16)
+#define RW_WW_WOKEN KL_RWLOCK_WW_WOKEN_
 #define RW_WW_ASLEEP_MASK (RW_WW_WOKEN - 1u)
 
 static inline uint32_t rw_ww_asleep(uint32_t w)
@@ -1035,9 +1035,9 @@ static int rw_write_poll(struct kl_rwlock *rw, kli_owner_t self, uint64_t budget
 /*
  * The spin phase: queue behind this lock's other spinning writers, each polling its own
  * record (the OSQ, locks/osq.h, as kl_mutex's spinners and Linux rwsem's writers queue),
- * then poll the word as the queue's head (rw_write_poll). Until 2026-12-05 every writer
- * polled the word, and a writer that found others counted kept a fixed budget and then
- * slept: write-only, on 2 CPUs at 4-16 threads, 18-6 M ops/s against kl_mutex's 37-34 M;
+ * then poll the word as the queue's head (rw_write_poll). Until 2026-12-04 (night)
+ * every writer polled the word, and a writer that found others counted kept a fixed
+ * budget and then slept: write-only, on 2 CPUs at 4-16 threads, 18-6 M ops/s against kl_mutex's 37-34 M;
  * on 16 CPUs, 16 threads, 0.9 M against 13.7 M. The budget (RW_STALL_NS while the lock's
  * waits are short, else the learnt one) bounds the wait in the queue as kl_mutex's does.
  * The queue's tail is hashed by the lock's address (kli_osq_hashed): the lock has no room
@@ -1046,13 +1046,11 @@ static int rw_write_poll(struct kl_rwlock *rw, kli_owner_t self, uint64_t budget
 static int rw_write_spin(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait *w)
 {
 	_Atomic uintptr_t *queue = kli_osq_hashed(rw);
+	uint64_t budget = kli_stall_budget(&rw->spin_ns, RW_STALL_NS);
 	struct kli_thread *me = kli_self();
-	uint64_t budget = kli_spin_budget(&rw->spin_ns);
 	struct kli_spin s;
 	int err = EAGAIN;
 
-	if (budget < KLI_SPIN_MAX_NS)
-		budget = RW_STALL_NS; /* short waits: no progress means a stalled holder */
 	kli_wait_spin(w);
 	kli_spin_start(&s, budget);
 	if (kli_osq_lock(queue, me, &s)) {

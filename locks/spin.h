@@ -183,8 +183,9 @@ static inline void kli_spin_stall(struct kli_spin *s)
  * push it to the cap, never below what the waits need (a decaying rule - failures feed 0 -
  * locks itself into ever shorter budgets, more failures and a sleep per acquisition once a
  * few spins fail; measured in the two-thread duel). Updates are racy by design: a lost
- * update only delays adaptation. Only slow paths read or write it. kl_mutex stretches a
- * budget that is under the cap to MTX_STALL_NS (mutex.c): short waits, a stalled holder.
+ * update only delays adaptation. Only slow paths read or write it. kl_mutex and
+ * kl_rwlock's writers stretch a budget that is under the cap to their stall budget
+ * (kli_stall_budget(): short waits, a stalled holder).
  */
 #define KLI_SPIN_MIN_NS 1000u    /* floor: shorter than the cheapest park+unpark here */
 #define KLI_SPIN_MAX_NS 10000u   /* cap: ~2 futex wait/wake round trips (docs/substrate.md) */
@@ -196,6 +197,16 @@ static inline uint64_t kli_spin_budget(const _Atomic uint32_t *ewma)
 		     KLI_SPIN_MIN_NS;
 
 	return b < KLI_SPIN_MAX_NS ? b : KLI_SPIN_MAX_NS;
+}
+
+/* The no-progress budget of a spin queue's head (kl_mutex, kl_rwlock's writers): @stall_ns
+ * while the learnt budget is under the cap - the lock's waits are short, so no progress
+ * means a stalled holder, worth riding out - else the cap. */
+static inline uint64_t kli_stall_budget(const _Atomic uint32_t *ewma, uint64_t stall_ns)
+{
+	uint64_t b = kli_spin_budget(ewma);
+
+	return b < KLI_SPIN_MAX_NS ? stall_ns : b;
 }
 
 /* Feeds one spin's outcome: the @spent_ns it took (whether it @acquired or gave up). */

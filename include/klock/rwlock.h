@@ -213,17 +213,23 @@ static inline uintptr_t kl_rwlock_write_release_(struct kl_rwlock *rw, uintptr_t
 }
 
 /* Private. After kl_rwlock_write_release_() released @v: did a sleeper count itself
- * before our W2 (the S1/S2 pair)? Then it must be woken (kl_rwlock_write_unlocked_()).
- * If none did, a WRWANT kept is stale - no writer sleeps - and is dropped from the free
+ * before our W2 (the S1/S2 pair) - a reader, or a writer with no wake-up on its way to it
+ * (wwait: writers asleep in the low half, wake-ups on their way in the high half, at most
+ * the low half; locks/rwlock.c's W3)? Then it must be woken (kl_rwlock_write_unlocked_()).
+ * If no writer is counted at all, a WRWANT kept is stale and is dropped from the free
  * word, or every lock and unlock after it would take a second CAS. */
+#define KL_RWLOCK_WW_WOKEN_ 0x10000u
 static inline bool kl_rwlock_write_sleepers_(struct kl_rwlock *rw, uintptr_t v)
 {
 	uintptr_t want = KL_RWLOCK_WRWANT_;
+	uint32_t ww;
 
-	if (atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0 ||
-	    atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0)
+	if (atomic_load_explicit(&rw->rwait, memory_order_seq_cst) != 0)
 		return true;
-	if (v & KL_RWLOCK_WRWANT_)
+	ww = atomic_load_explicit(&rw->wwait, memory_order_seq_cst);
+	if (ww / KL_RWLOCK_WW_WOKEN_ < ww % KL_RWLOCK_WW_WOKEN_)
+		return true;
+	if ((v & KL_RWLOCK_WRWANT_) && ww == 0)
 		atomic_compare_exchange_strong_explicit(&rw->word, &want, 0, memory_order_relaxed,
 							memory_order_relaxed);
 	return false;
