@@ -196,20 +196,19 @@ static inline void kl_rwlock_count_pass_(struct kl_rwlock *rw)
  * ours to do (readers asleep: the slow path may hand them the lock; misuse). */
 static inline uintptr_t kl_rwlock_write_release_(struct kl_rwlock *rw, uintptr_t me)
 {
-	uintptr_t v = me | KL_RWLOCK_WRLOCK_;
+	uintptr_t held = me | KL_RWLOCK_WRLOCK_, v;
 
 	if (me == 0 || atomic_load_explicit(&rw->rwait, memory_order_relaxed) != 0)
 		return 0;
-	/* W2 */
-	if (atomic_compare_exchange_strong_explicit(&rw->word, &v, 0, memory_order_seq_cst,
-						    memory_order_relaxed))
-		return me | KL_RWLOCK_WRLOCK_;
-	if (v == (me | KL_RWLOCK_WRLOCK_ | KL_RWLOCK_WRWANT_) &&
-	    /* W2, keeping WRWANT */
-	    atomic_compare_exchange_strong_explicit(&rw->word, &v, KL_RWLOCK_WRWANT_,
-						    memory_order_seq_cst, memory_order_relaxed))
-		return me | KL_RWLOCK_WRLOCK_ | KL_RWLOCK_WRWANT_;
-	return 0;
+	/* The holder's line is local: a look first spares a CAS that fails on WRWANT. */
+	v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+	do {
+		if (v != held && v != (held | KL_RWLOCK_WRWANT_))
+			return 0;
+		/* W2 */
+	} while (!atomic_compare_exchange_weak_explicit(&rw->word, &v, v & KL_RWLOCK_WRWANT_,
+							memory_order_seq_cst, memory_order_relaxed));
+	return v;
 }
 
 /* Private. After kl_rwlock_write_release_() released @v: did a sleeper count itself
