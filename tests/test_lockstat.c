@@ -501,11 +501,16 @@ static void *merge_snapshotter(void *arg)
 
 		assert_int_equal(kl_lockstat_snapshot(&s), 0);
 		t = lock_total(&s, &locks[3]);
-		/* Every copied entry is consistent (never torn) and totals never go back. */
+		/* Every copied entry is consistent (never torn), and totals never go back -
+		 * unless the snapshot skipped a table whose writer stayed mid-record through
+		 * every try (preempted there), which it counts in dropped. CI's generic stage
+		 * hit that once in four runs before the check allowed it. */
 		assert_int_equal(t.wait_ns, t.contended * MERGE_WAIT_NS);
 		assert_int_equal(t.spin_ns, t.contended * MERGE_WAIT_NS);
-		assert_true(t.contended >= last);
-		last = t.contended;
+		if (s.dropped == 0) {
+			assert_true(t.contended >= last);
+			last = t.contended;
+		}
 		kl_lockstat_snapshot_free(&s);
 	}
 	return NULL;

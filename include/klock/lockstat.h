@@ -141,7 +141,9 @@ struct kl_lockstat_snapshot {
 	uint64_t contended;      /* sum of rows[].contended */
 	uint64_t failed;         /* sum of rows[].failed */
 	uint64_t acquisitions;   /* sum of rows[].acquisitions (hold-time builds) */
-	uint64_t dropped;        /* episodes not recorded: a thread's table was full */
+	uint64_t dropped;        /* episodes not recorded (a thread's table was full), plus
+				  * one per table this snapshot skipped because its thread
+				  * stayed in the middle of a record (preempted there) */
 	unsigned threads;        /* most threads known to klock alive at once while recording
 	                          * (the denominator of wait_pct; at least 1) */
 	unsigned cpus;           /* online CPUs */
