@@ -1150,15 +1150,7 @@ static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
  * (write-only, 2 CPUs, 8 threads: writers asleep 99% of the time). */
 static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, kli_owner_t self)
 {
-	uintptr_t v = 0;
-
-	/* W1: acquire, pairs with W2 and R2. */
-	return atomic_compare_exchange_strong_explicit(&rw->word, &v, self | RW_WRLOCK,
-						       memory_order_acquire,
-						       memory_order_relaxed) ||
-	       (v == RW_WRWANT &&
-		atomic_compare_exchange_strong_explicit(&rw->word, &v, self | RW_WRLOCK | RW_WRWANT,
-							memory_order_acquire, memory_order_relaxed));
+	return kl_rwlock_write_take_(rw, self); /* W1: acquire, pairs with W2 and R2 */
 }
 
 /* G1: grants a read hold to every sleeping reader not granted one yet. Returns how many. */

@@ -189,6 +189,24 @@ static inline void kl_rwlock_count_pass_(struct kl_rwlock *rw)
 		kl_rwlock_write_polite_(rw);
 }
 
+/* Private (locks/rwlock.c's write fast paths and the inline lock below). The write take
+ * W1 by @me (acquire, pairs with W2 and R2): from a free word, or from a free word whose
+ * only flag is WRWANT (writers asleep), keeping the flag - writers barge, as the slow
+ * path's first try does. True if taken; a failed CAS changed nothing. */
+static inline bool kl_rwlock_write_take_(struct kl_rwlock *rw, uintptr_t me)
+{
+	uintptr_t v = 0;
+
+	/* W1 */
+	return atomic_compare_exchange_strong_explicit(&rw->word, &v, me | KL_RWLOCK_WRLOCK_,
+						       memory_order_acquire,
+						       memory_order_relaxed) ||
+	       (v == KL_RWLOCK_WRWANT_ &&
+		atomic_compare_exchange_strong_explicit(
+			&rw->word, &v, me | KL_RWLOCK_WRLOCK_ | KL_RWLOCK_WRWANT_,
+			memory_order_acquire, memory_order_relaxed));
+}
+
 /* Private (locks/rwlock.c's kl_rwlock_write_unlock() and the inline unlock below). The
  * write release W2 by @me (seq_cst: store-buffering with S1/S2, then the counts are read):
  * a word with WRWANT (writers asleep, most likely) is released keeping the flag, as the
@@ -328,19 +346,10 @@ KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NON
 
 static inline void kl_rwlock_write_lock_inline(struct kl_rwlock *rw)
 {
-	uintptr_t me = kl_mutex_self_, v = 0;
+	uintptr_t me = kl_mutex_self_;
 
-	/* W1: acquire, pairs with W2 and R2 (locks/rwlock.c). A free word that only says a
-	 * writer waits is taken as well, keeping the flag (locks/rwlock.c's rw_write_fast). */
-	if (__builtin_expect(me != 0 && (atomic_compare_exchange_strong_explicit(
-						 &rw->word, &v, me | KL_RWLOCK_WRLOCK_,
-						 memory_order_acquire, memory_order_relaxed) ||
-					 (v == KL_RWLOCK_WRWANT_ &&
-					  atomic_compare_exchange_strong_explicit(
-						  &rw->word, &v,
-						  me | KL_RWLOCK_WRLOCK_ | KL_RWLOCK_WRWANT_,
-						  memory_order_acquire, memory_order_relaxed))),
-			     1))
+	/* W1 (kl_rwlock_write_take_(), the library's fast path too) */
+	if (__builtin_expect(me != 0 && kl_rwlock_write_take_(rw, me), 1))
 		return;
 	(kl_rwlock_write_lock)(rw);
 }
