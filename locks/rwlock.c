@@ -237,10 +237,11 @@ _Static_assert(RW_RD_BLOCK == KL_RWLOCK_RD_BLOCK_, "klock/rwlock.h's reader-bloc
 /* Write releases while a writer spins before the releaser leaves it the turn even if the
  * spinner has not claimed it (sections of a few ns): kl_mutex's MTX_PASS_MAX. */
 #define RW_PASS_MAX KL_MUTEX_PASS_MAX_
-/* How long a releaser leaving the turn waits for the free lock to be taken: more than a
- * spinner's longest poll interval (kl_mutex's MTX_POLITE_NS). */
-#define RW_POLITE_NS 4000u
-_Static_assert(RW_POLITE_NS > 2 * KLI_POLL_MAX_NS, "a polite releaser outwaits one poll");
+/* How long a releaser leaving the turn waits for the free lock to be taken: more than two
+ * of a spinner's longest poll intervals. A turn given after RW_PASS_MAX releases (no
+ * claim) finds the spinner polling at the streak cap (kli_pace_streak). */
+#define RW_POLITE_NS 10000u
+_Static_assert(RW_POLITE_NS > 2 * KLI_STREAK_POLL_NS, "a polite releaser outwaits one poll");
 _Static_assert(RW_PASS_MAX == KL_MUTEX_PASS_MAX_, "kl_rwlock_count_pass_ uses the mutex's");
 /* After an offered turn nobody took (the spinner lost its CPU): releases before the next
  * offer (kl_mutex's MTX_PASS_CREDIT). */
@@ -969,7 +970,8 @@ static void rw_claim_turn(struct kl_rwlock *rw, struct kli_pace *pace)
  * that writer's unlock (which expects self|WRLOCK) and its next lock (which expects 0)
  * down their slow paths. Writer against writer is where a rwlock should cost what a mutex
  * costs, so the head works as kl_mutex's spinner does: polls paced in time
- * (kli_pace: each look pulls the holder's line away), a budget that bounds time WITHOUT
+ * (kli_pace: each look pulls the holder's line away; at most every KLI_STREAK_POLL_NS
+ * once wpasses has moved between two looks: a writer retakes the lock), a budget that bounds time WITHOUT
  * PROGRESS (RW_STALL_NS while the lock's waits are short), restarted when the word or
  * wpasses moves - while wspin is 1, every write release counts itself there (rw_pass),
  * so a writer that releases and relocks between two looks is seen - a free word left to
@@ -986,6 +988,7 @@ static int rw_write_poll(struct kl_rwlock *rw, kli_owner_t self, uint64_t budget
 	struct kli_spin s;
 	struct kli_pace pace;
 	uintptr_t v;
+	uint32_t passes;
 	bool moved;
 	int err;
 	bool alone = atomic_fetch_add_explicit(&rw->wspin, 1, memory_order_relaxed) == 0;
@@ -1002,7 +1005,10 @@ static int rw_write_poll(struct kl_rwlock *rw, kli_owner_t self, uint64_t budget
 	rturn = t0 + kli_ns_to_cycles(RW_RIDE_READERS_NS);
 	do {
 		v = atomic_load_explicit(&rw->word, memory_order_relaxed);
+		passes = seen.passes;
 		moved = rw_moved(rw, v, &seen);
+		if (alone && seen.passes != passes && (int32_t)seen.passes < RW_PASS_MAX)
+			kli_pace_streak(&pace); /* a writer released and retook it: a streak */
 		err = EAGAIN;
 		if (!(v & ~(RW_WRWANT | RW_BIAS))) {
 			if (!rw_cycling(rw, &seen) &&
