@@ -7,9 +7,9 @@
  * side. Uncontended: one CAS to lock, one CAS to unlock. Contended: spin (one spinner
  * on the word, polling at paced intervals, sparser once it has seen the lock retaken
  * between two looks; the rest queued on their own cache lines) for as long as the lock
- * keeps changing hands, but no longer than a learnt budget without
- * progress (MTX_STALL_NS while the lock's waits are short: a holder stalled by the host
- * or the timer tick is ridden out), then park. A holder that relocks at once keeps the
+ * keeps changing hands, but no longer than a learnt budget without progress
+ * (MTX_STALL_NS while the lock's waits are short: a holder stalled by the host or the
+ * timer tick is ridden out), then park. A holder that relocks at once keeps the
  * lock for MTX_TURN_NS before the spinner claims its turn (I3). Userspace has no "is the
  * owner on a CPU" test (the rseq sched_state RFC is unmerged): "the lock is still moving"
  * stands in for it.

@@ -961,26 +961,27 @@ static void rw_claim_turn(struct kl_rwlock *rw, struct kli_pace *pace)
 	}
 }
 
-/* The spin queue's head polls the word. Counted in wspin, it sets WRWANT when readers hold the lock so that they drain
- * (FreeBSD's WRITE_SPINNER, counted as OpenBSD counts sleepers) - a writer spinning alone
- * only after RW_RIDE_READERS_NS, leaving readers that keep retaking the lock their streak,
- * and before then it takes a free word only if rw_still_open() confirms it (a reader that
- * releases and retakes it at once has not gone). Against a writer it
- * leaves WRWANT alone: WRLOCK already keeps readers out, and the flag would only send
- * that writer's unlock (which expects self|WRLOCK) and its next lock (which expects 0)
- * down their slow paths. Writer against writer is where a rwlock should cost what a mutex
- * costs, so the head works as kl_mutex's spinner does: polls paced in time
- * (kli_pace: each look pulls the holder's line away; at most every KLI_STREAK_POLL_NS
- * once wpasses has moved between two looks: a writer retakes the lock), a budget that bounds time WITHOUT
- * PROGRESS (RW_STALL_NS while the lock's waits are short), restarted when the word or
- * wpasses moves - while wspin is 1, every write release counts itself there (rw_pass),
- * so a writer that releases and relocks between two looks is seen - a free word left to
- * that writer (rw_cycling), and a turn claimed after RW_TURN_NS (rw_claim_turn) or given
- * after RW_PASS_MAX releases (rw_pass). Only a writer spinning alone gets the restarts and
- * the turn; the queue (rw_write_spin) makes the head alone but for a moment when the head
- * role passes, and a writer that finds another counted keeps a fixed budget of at least
- * RW_WSPIN_FLOOR_NS, then sleeps. Time off the CPU does not spend a budget (kli_pace_gap); losing the CPU
- * ends the spin. 0 once taken, or EAGAIN. */
+/* The spin queue's head polls the word. Counted in wspin, it sets WRWANT when readers
+ * hold the lock so that they drain (FreeBSD's WRITE_SPINNER, counted as OpenBSD counts
+ * sleepers) - a writer spinning alone only after RW_RIDE_READERS_NS, leaving readers that
+ * keep retaking the lock their streak, and before then it takes a free word only if
+ * rw_still_open() confirms it (a reader that releases and retakes it at once has not
+ * gone). Against a writer it leaves WRWANT alone: WRLOCK already keeps readers out, and
+ * the flag would only send that writer's unlock (which expects self|WRLOCK) and its next
+ * lock (which expects 0) down their slow paths. Writer against writer is where a rwlock
+ * should cost what a mutex costs, so the head works as kl_mutex's spinner does: polls
+ * paced in time (kli_pace: each look pulls the holder's line away; at most every
+ * KLI_STREAK_POLL_NS once wpasses has moved between two looks: a writer retakes the
+ * lock), a budget that bounds time WITHOUT PROGRESS (RW_STALL_NS while the lock's waits
+ * are short), restarted when the word or wpasses moves - while wspin is 1, every write
+ * release counts itself there (rw_pass), so a writer that releases and relocks between
+ * two looks is seen - a free word left to that writer (rw_cycling), and a turn claimed
+ * after RW_TURN_NS (rw_claim_turn) or given after RW_PASS_MAX releases (rw_pass). Only a
+ * writer spinning alone gets the restarts and the turn; the queue (rw_write_spin) makes
+ * the head alone but for a moment when the head role passes, and a writer that finds
+ * another counted keeps a fixed budget of at least RW_WSPIN_FLOOR_NS, then sleeps. Time
+ * off the CPU does not spend a budget (kli_pace_gap); losing the CPU ends the spin. 0
+ * once taken, or EAGAIN. */
 static int rw_write_poll(struct kl_rwlock *rw, kli_owner_t self, uint64_t budget)
 {
 	uint64_t t0, turn, rturn;
