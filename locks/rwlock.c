@@ -1150,16 +1150,6 @@ static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
 	return err;
 }
 
-/* The write fast path: CAS 0 -> self|WRLOCK (W1), or WRWANT -> self|WRLOCK|WRWANT. The
- * second is the slow path's first try (rw_write_try takes a free word whatever WRWANT
- * says: writers barge) made inline: while writers sleep, WRWANT stays on the free word,
- * and a writer that releases and relocks went down the slow path at every lock
- * (write-only, 2 CPUs, 8 threads: writers asleep 99% of the time). */
-static KL_ALWAYS_INLINE bool rw_write_fast(struct kl_rwlock *rw, kli_owner_t self)
-{
-	return kl_rwlock_write_take_(rw, self); /* W1: acquire, pairs with W2 and R2 */
-}
-
 /* G1: grants a read hold to every sleeping reader not granted one yet. Returns how many. */
 static uint32_t rw_grant(struct kl_rwlock *rw)
 {
@@ -1488,7 +1478,7 @@ static KL_NOINLINE void rw_write_lock_contended(struct kl_rwlock *rw, const void
 	kli_owner_t self = kli_owner();
 	int err = 0;
 
-	if (!rw_write_fast(rw, self))
+	if (!kl_rwlock_write_take_(rw, self))
 		err = rw_write_slow(rw, self, NULL, 0, site);
 	kli_hook_acquired(rw, RW_KIND, err != 0 ? KLI_HF_FAILED : 0, site);
 	if (kl_unlikely(err != 0)) /* every build: free to detect, fatal to ignore */
@@ -1500,7 +1490,7 @@ void (kl_rwlock_write_lock)(struct kl_rwlock *rw)
 	kli_owner_t self = kli_tls_owner;
 
 	kli_hook_acquire(rw, RW_KIND, 0, KLI_SITE());
-	if (kl_likely(self != 0) && kl_likely(rw_write_fast(rw, self))) {
+	if (kl_likely(self != 0) && kl_likely(kl_rwlock_write_take_(rw, self))) {
 		kli_hook_acquired(rw, RW_KIND, 0, KLI_SITE());
 		return;
 	}
@@ -1531,7 +1521,7 @@ static KL_NOINLINE int rw_write_timedlock_contended(struct kl_rwlock *rw,
 	kli_owner_t self = kli_owner();
 	int err = 0;
 
-	if (!rw_write_fast(rw, self))
+	if (!kl_rwlock_write_take_(rw, self))
 		err = rw_write_slow(rw, self, abstime, KLI_HF_TRY, site);
 	kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY | (err != 0 ? KLI_HF_FAILED : 0), site);
 	if (KLOCK_DEBUG_LOCKS && (err == EINVAL || err == EDEADLK))
@@ -1546,7 +1536,7 @@ int kl_rwlock_write_timedlock(struct kl_rwlock *rw, const struct timespec *absti
 	if (!kli_timespec_valid(abstime))
 		return EINVAL;
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_TRY, KLI_SITE());
-	if (kl_likely(self != 0) && kl_likely(rw_write_fast(rw, self))) {
+	if (kl_likely(self != 0) && kl_likely(kl_rwlock_write_take_(rw, self))) {
 		kli_hook_acquired(rw, RW_KIND, KLI_HF_TRY, KLI_SITE());
 		return 0;
 	}
