@@ -186,6 +186,12 @@ static void gen_broadcast(struct klp_cond *c)
  * cancellation disabled nothing is claimed and pthread_cancel never wakes the waiter.
  * More waiters than slots probe in vain: their waits act on a cancel only when they
  * return (documented in docs/preload.md).
+ *
+ * fork(): the child's only thread was not waiting, so every claimed slot belongs to a
+ * thread that is gone, and a slot lock may be held by one. The child handler frees them
+ * all: a held lock would hang the child's next cancellable wait, and a ghost's slot
+ * would catch a cancel meant for a child thread that got the ghost's stack, and with it
+ * its pthread_t (glibc reuses the dead threads' stacks in the child).
  */
 #define CANCEL_SLOTS 1024u   /* slots of threads in cancellable waits (a power of two) */
 #define CANCEL_PROBE 16u     /* slots a waiter and a canceller look at */
@@ -199,6 +205,15 @@ struct cancel_slot {
 };
 
 static struct cancel_slot cancel_slots[CANCEL_SLOTS];
+
+void klp_cond_atfork_child(void)
+{
+	for (unsigned i = 0; i < CANCEL_SLOTS; i++) {
+		atomic_store_explicit(&cancel_slots[i].lock.v, 0, memory_order_relaxed);
+		atomic_store_explicit(&cancel_slots[i].owner, 0, memory_order_relaxed);
+		atomic_store_explicit(&cancel_slots[i].kicked, 0, memory_order_relaxed);
+	}
+}
 
 static unsigned cancel_hash(pthread_t t)
 {

@@ -282,6 +282,7 @@ void klp_mutex_unlock_raw(struct klp_mutex *m, uint64_t t);
 
 /* fork() child handlers of the preload's own state. */
 void klp_mutex_atfork_child(void);
+void klp_cond_atfork_child(void);
 
 /* ---- rwlock read tracking (preload/rwlock.c) --------------------------------------------- */
 void klp_rwlock_atfork_child(void);

@@ -143,7 +143,8 @@
  * held (as in glibc). The substrate's internal locks (parking-lot buckets, the name
  * table, lockstat's maps, the thread registry) reset themselves in the child, and the
  * parking lot forgets the threads that were queued (locks/park.c); this library resets
- * its node-pool lock. Tested in tests/test_preload_fork.c.
+ * its node-pool lock and frees the condvars' cancellation slots (preload/cond.c). Tested
+ * in tests/test_preload_fork.c.
  *
  * Call sites. klock's lockstat and reports name the caller of the lock function, which
  * here is an interposer. Every interposer first stores its own caller in the thread's
@@ -393,6 +394,7 @@ KLP_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 static void klp_atfork_child(void)
 {
 	klp_mutex_atfork_child();
+	klp_cond_atfork_child();
 	klp_rwlock_atfork_child();
 }
 

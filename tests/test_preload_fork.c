@@ -263,6 +263,65 @@ static void test_preload_fork_cond_with_a_waiter(void **state)
 	assert_int_equal(pthread_join(t, NULL), 0);
 }
 
+static void unlock_cleanup(void *p)
+{
+	pthread_mutex_unlock(p);
+}
+
+/* Waits on @b's condvar until cancelled (never returns normally). */
+static void *wait_until_cancelled(void *p)
+{
+	struct blocked *b = p;
+
+	pthread_mutex_lock(&b->m);
+	pthread_cleanup_push(unlock_cleanup, &b->m);
+	sem_post(&b->started);
+	for (;;)
+		pthread_cond_wait(&b->c, &b->m);
+	pthread_cleanup_pop(1);
+	return NULL;
+}
+
+/* A thread the child creates after the fork usually gets the stack, and so the pthread_t,
+ * of a thread that was gone: a cancel of it must reach its own wait, not the record of the
+ * vanished thread's wait. */
+static void child_cancels_cond_waiter(void *p)
+{
+	struct blocked *b = p;
+	pthread_t t;
+	void *ret;
+
+	CHILD_CHECK(pthread_mutex_init(&b->m, NULL) == 0);
+	CHILD_CHECK(pthread_cond_init(&b->c, NULL) == 0);
+	CHILD_CHECK(pthread_create(&t, NULL, wait_until_cancelled, b) == 0);
+	while (sem_wait(&b->started) != 0)
+		;
+	CHILD_CHECK(pthread_mutex_lock(&b->m) == 0); /* the waiter is queued now */
+	CHILD_CHECK(pthread_mutex_unlock(&b->m) == 0);
+	CHILD_CHECK(pthread_cancel(t) == 0);
+	CHILD_CHECK(pthread_join(t, &ret) == 0);
+	CHILD_CHECK(ret == PTHREAD_CANCELED);
+}
+
+static void test_preload_fork_child_cancels_cond_waiter(void **state)
+{
+	struct blocked b = { .m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER };
+	pthread_t t;
+
+	(void)state;
+	if (!klt_fork_threads_ok())
+		skip();
+	sem_init(&b.started, 0, 0);
+	assert_int_equal(pthread_create(&t, NULL, wait_until_cancelled, &b), 0);
+	while (sem_wait(&b.started) != 0)
+		;
+	assert_int_equal(pthread_mutex_lock(&b.m), 0); /* the waiter is queued now */
+	assert_int_equal(pthread_mutex_unlock(&b.m), 0);
+	in_child(child_cancels_cond_waiter, &b);
+	assert_int_equal(pthread_cancel(t), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
 /* ---- forking while everything is busy ---------------------------------------------------- */
 
 struct storm {
@@ -340,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_preload_fork_child_unlocks_rwlock_and_spinlock),
 		cmocka_unit_test(test_preload_fork_mutex_with_a_sleeping_waiter),
 		cmocka_unit_test(test_preload_fork_cond_with_a_waiter),
+		cmocka_unit_test(test_preload_fork_child_cancels_cond_waiter),
 		cmocka_unit_test(test_preload_fork_while_locks_are_busy),
 	};
 
