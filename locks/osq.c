@@ -8,6 +8,7 @@
  *   lock:   node = {next 0, locked 0}; prev = xchg(tail, me)          O1
  *           prev == 0: we are the head.  Else me.prev = prev; prev.next = me   O2
  *           poll me.locked until set (head) or the budget ends         O3
+ *           (past OSQ_YIELD_NS, yielding the CPU at each poll: Linux's need_resched())
  *   cancel: A) undo prev.next = me with a CAS (if it fails, prev is handing us the head:
  *              wait for locked instead); re-read me.prev, which a predecessor that
  *              cancels concurrently rewrites in its step C
@@ -36,6 +37,10 @@
 #define OSQ_HASHED_BITS 8
 /* Fibonacci hashing multiplier (2^64 / golden ratio). */
 #define OSQ_FIB_MULT 0x9e3779b97f4a7c15ull
+/* A queued (not head) spinner that has waited this long yields the CPU at every poll:
+ * two of the head's polls at its streak cap, so the head is waiting out a holder that
+ * keeps relocking and the queue will not move soon (see kli_osq_lock()). */
+#define OSQ_YIELD_NS (2 * KLI_STREAK_POLL_NS)
 
 struct osq_tail {
 	_Atomic uintptr_t tail;
@@ -111,6 +116,31 @@ static bool osq_cancel(_Atomic uintptr_t *tail, struct kli_thread *self, struct 
 	return false;
 }
 
+/*
+ * A queued spinner waits for the head role, polling only its own record, until @budget
+ * runs out (then it leaves the queue). Past OSQ_YIELD_NS it yields the CPU at each poll:
+ * the userspace stand-in for Linux's need_resched() test in the same loop. Where threads
+ * outnumber CPUs, a queued spinner that keeps its CPU takes it from the holder or the
+ * head, the only two threads that move the lock (2 vCPUs, 8 threads: kl_mutex 35 -> 42 M
+ * ops/s, kl_rwlock at 10% writes 19 -> 33 M; docs/design-adaptive.md); sched_yield()
+ * returns at once when nothing else wants the CPU, so a queue that fits on the CPUs
+ * only polls slower - and a wait shorter than OSQ_YIELD_NS, the usual hand-over, never.
+ */
+static bool osq_wait_head(_Atomic uintptr_t *tail, struct kli_thread *self,
+			  struct kli_thread *prev, struct kli_spin *budget)
+{
+	uint64_t yield_at = kl_arch_cycles() + kli_ns_to_cycles(OSQ_YIELD_NS);
+
+	/* O3: acquire, pairs with O5 in kli_osq_unlock(). */
+	while (!atomic_load_explicit(&self->osq_locked, memory_order_acquire)) {
+		if (!kli_spin_poll(budget))
+			return osq_cancel(tail, self, prev);
+		if (kl_arch_cycles() >= yield_at)
+			kli_yield();
+	}
+	return true;
+}
+
 bool kli_osq_lock(_Atomic uintptr_t *tail, struct kli_thread *self, struct kli_spin *budget)
 {
 	struct kli_thread *prev;
@@ -124,13 +154,7 @@ bool kli_osq_lock(_Atomic uintptr_t *tail, struct kli_thread *self, struct kli_s
 	atomic_store_explicit(&self->osq_prev, prev, memory_order_relaxed);
 	/* O2: release: prev sees our node initialised before it can pass us the head. */
 	atomic_store_explicit(&prev->osq_next, self, memory_order_release);
-	/* O3: acquire, pairs with O5 in kli_osq_unlock(). Each queued spinner polls only
-	 * its own record. */
-	while (!atomic_load_explicit(&self->osq_locked, memory_order_acquire)) {
-		if (!kli_spin_poll(budget))
-			return osq_cancel(tail, self, prev);
-	}
-	return true;
+	return osq_wait_head(tail, self, prev, budget);
 }
 
 void kli_osq_unlock(_Atomic uintptr_t *tail, struct kli_thread *self)

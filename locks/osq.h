@@ -18,7 +18,10 @@
  * Userspace difference: Linux queues with preemption disabled, so a neighbour that the
  * protocol must wait for is always running. Here it may be preempted between two
  * instructions, so those few mandatory waits poll with kli_spin_stall() (poll, then
- * yield the CPU to the preempted thread) instead of spinning unboundedly.
+ * yield the CPU to the preempted thread) instead of spinning unboundedly. Nor can a
+ * queued spinner ask need_resched(), as Linux's loop does: past OSQ_YIELD_NS it yields
+ * the CPU at each poll instead, which hands it to the holder or the head where threads
+ * outnumber CPUs, and costs only the call where they do not (osq.c).
  *
  * The OSQ orders nothing for the lock's data: the lock word's own acquire/release does.
  * Its atomics only keep the queue links consistent (orders and labels in osq.c).
