@@ -121,8 +121,8 @@ static bool osq_cancel(_Atomic uintptr_t *tail, struct kli_thread *self, struct 
  * runs out (then it leaves the queue). Past OSQ_YIELD_NS it yields the CPU at each poll:
  * the userspace stand-in for Linux's need_resched() test in the same loop. Where threads
  * outnumber CPUs, a queued spinner that keeps its CPU takes it from the holder or the
- * head, the only two threads that move the lock (2 vCPUs, 8 threads: kl_mutex 35 -> 42 M
- * ops/s, kl_rwlock at 10% writes 19 -> 33 M; docs/design-adaptive.md); sched_yield()
+ * head, the only two threads that move the lock (2 vCPUs, 8 threads: kl_mutex 36 -> 39 M
+ * ops/s, kl_rwlock at 10% writes 19 -> 32 M; docs/design-adaptive.md); sched_yield()
  * returns at once when nothing else wants the CPU, so a queue that fits on the CPUs
  * only polls slower - and a wait shorter than OSQ_YIELD_NS, the usual hand-over, never.
  */
