@@ -117,6 +117,19 @@ static bool osq_cancel(_Atomic uintptr_t *tail, struct kli_thread *self, struct 
 }
 
 /*
+ * In a fork() child, a lock's own tail may still name a thread that was queued at the
+ * fork and is gone (the hashed tails are emptied; a tail inside a lock cannot be found).
+ * Behind such a ghost the head role never comes: a spinner whose budget ran out takes it
+ * instead of leaving, and its unlock drops the ghost from the queue for good. Only at the
+ * end of a budget, so a queue with no ghost pays nothing; osq_prev is read as the
+ * predecessor's step C left it (acquire: pairs with its release store).
+ */
+static bool osq_behind_ghost(struct kli_thread *self)
+{
+	return atomic_load_explicit(&self->osq_prev, memory_order_acquire)->ghost;
+}
+
+/*
  * A queued spinner waits for the head role, polling only its own record, until @budget
  * runs out (then it leaves the queue). Past OSQ_YIELD_NS it yields the CPU at each poll:
  * the userspace stand-in for Linux's need_resched() test in the same loop. Where threads
@@ -134,7 +147,7 @@ static bool osq_wait_head(_Atomic uintptr_t *tail, struct kli_thread *self,
 	/* O3: acquire, pairs with O5 in kli_osq_unlock(). */
 	while (!atomic_load_explicit(&self->osq_locked, memory_order_acquire)) {
 		if (!kli_spin_poll(budget))
-			return osq_cancel(tail, self, prev);
+			return osq_behind_ghost(self) || osq_cancel(tail, self, prev);
 		if (kl_arch_cycles() >= yield_at)
 			kli_yield();
 	}

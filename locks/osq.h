@@ -36,7 +36,9 @@
 
 /* Joins the queue at @tail and waits to become its head. Returns true as the head (the
  * caller may now poll the lock word; it must call kli_osq_unlock() when done), or false
- * if @budget ran out first (the caller is no longer queued). */
+ * if @budget ran out first (the caller is no longer queued). In a fork() child, a
+ * spinner whose budget runs out behind a thread that did not survive the fork becomes
+ * the head instead (true). */
 bool kli_osq_lock(_Atomic uintptr_t *tail, struct kli_thread *self, struct kli_spin *budget);
 
 /* Leaves the head of the queue, passing it to the next queued spinner if there is one. */

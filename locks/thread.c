@@ -45,7 +45,8 @@
  * lock that thread held (glibc too leaves such a lock held forever) in a debug holder
  * or an MCS node, or sit in a mutex's spinner queue or a parking-lot queue, and handing
  * them to a new thread would let it meet them there. (Locks that name their holder store
- * its owner id, which no later thread gets: see thread.h.) A child leaks one record per
+ * its owner id, which no later thread gets: see thread.h.) They are marked `ghost` as
+ * well, so that a spin queue can step past one (osq.c). A child leaks one record per
  * thread its parent had; it usually execs.
  *
  * Owner ids: next_owner hands out KLI_OWNER_STEP multiples (relaxed fetch-add: only
@@ -98,16 +99,18 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static void thread_detach(void *arg);
 
 /* fork() child: only the forking thread survives. The others' records are marked not
- * live but kept off the free list (see the top of this file), and the free-list lock,
- * which another thread may have held at the fork, is reset. */
+ * live, and ghosts, but kept off the free list (see the top of this file), and the
+ * free-list lock, which another thread may have held at the fork, is reset. */
 static void atfork_child(void)
 {
 	struct kli_thread *self = kli_tls_self;
 
 	atomic_store_explicit(&free_lock.v, 0, memory_order_relaxed);
 	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		if (t != self)
+		if (t != self && atomic_load_explicit(&t->live, memory_order_relaxed)) {
+			t->ghost = true;
 			atomic_store_explicit(&t->live, false, memory_order_relaxed);
+		}
 	}
 }
 

@@ -77,6 +77,8 @@ struct kli_thread {
 	struct kli_thread *all_next;    /* registry list; never unlinked */
 	struct kli_thread *free_next;   /* free list link while not live */
 	_Atomic bool live;              /* a running thread owns this record */
+	bool ghost;                     /* fork() child only: the record of a thread that did
+	                                 * not survive the fork; never runs, never recycled */
 	unsigned index;                 /* dense, stable id of the record: 0, 1, 2, ... */
 	pid_t tid;                      /* kernel thread id of the current owner */
 	uintptr_t owner;                /* the current thread's owner id (kli_tls_owner) */

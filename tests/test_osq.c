@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_osq.c - the optimistic spin queue: one head at a time, cancellation. */
+#include <pthread.h>
+#include <semaphore.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "kltest.h"
@@ -137,6 +139,70 @@ static void test_osq_hashed_tails_are_empty_in_a_fork_child(void **state)
 	assert_int_equal(atomic_load(q), 0);
 }
 
+/* fork() while another thread is the head of a queue whose tail lives in a lock (not in
+ * the hashed table, which the child empties): the child's spinner queues behind a thread
+ * that does not exist there. It must become the head when its budget runs out, and its
+ * unlock must leave the queue empty - not give up, leaving the tail on the ghost, which
+ * would make every later spinner on that lock wait out its budget and sleep. */
+#define GHOST_BUDGET_NS 200000 /* the child spinner's budget: ends well before the alarm */
+
+static _Atomic uintptr_t lock_tail;   /* a tail inside a lock (kl_mutex's spinq) */
+
+struct ghost_head {
+	sem_t queued, quit;
+};
+
+static void *head_until_told(void *p)
+{
+	struct ghost_head *g = p;
+	struct kli_thread *self = kli_self();
+	struct kli_spin s;
+
+	kli_spin_start(&s, 0);
+	assert_true(kli_osq_lock(&lock_tail, self, &s));
+	sem_post(&g->queued);
+	while (sem_wait(&g->quit) != 0)
+		;
+	kli_osq_unlock(&lock_tail, self);
+	return NULL;
+}
+
+static void test_osq_fork_child_takes_the_head_behind_a_vanished_thread(void **state)
+{
+	struct ghost_head g;
+	pthread_t t;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (!klt_fork_threads_ok())
+		skip();
+	sem_init(&g.queued, 0, 0);
+	sem_init(&g.quit, 0, 0);
+	assert_int_equal(pthread_create(&t, NULL, head_until_told, &g), 0);
+	while (sem_wait(&g.queued) != 0)
+		;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kli_thread *self = kli_self();
+		struct kli_spin s;
+
+		alarm(klt_watchdog_s(10));
+		kli_spin_start(&s, GHOST_BUDGET_NS);
+		if (!kli_osq_lock(&lock_tail, self, &s))
+			_exit(1);
+		kli_osq_unlock(&lock_tail, self);
+		_exit(atomic_load(&lock_tail) == 0 ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	sem_post(&g.quit);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(atomic_load(&lock_tail), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -144,6 +210,7 @@ int main(void)
 		cmocka_unit_test(test_osq_one_head_at_a_time_with_cancellations),
 		cmocka_unit_test(test_osq_hashed_tail_is_stable_and_spread),
 		cmocka_unit_test(test_osq_hashed_tails_are_empty_in_a_fork_child),
+		cmocka_unit_test(test_osq_fork_child_takes_the_head_behind_a_vanished_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
