@@ -241,6 +241,17 @@ static void child_cond_after_waiter(void *p)
 	CHILD_CHECK(pthread_join(t, NULL) == 0);
 }
 
+/* Starts @fn, a thread that waits on @b's condvar, and returns once it is queued there. */
+static void start_cond_waiter(struct blocked *b, void *(*fn)(void *), pthread_t *t)
+{
+	sem_init(&b->started, 0, 0);
+	assert_int_equal(pthread_create(t, NULL, fn, b), 0);
+	while (sem_wait(&b->started) != 0)
+		;
+	assert_int_equal(pthread_mutex_lock(&b->m), 0); /* the waiter is queued now */
+	assert_int_equal(pthread_mutex_unlock(&b->m), 0);
+}
+
 static void test_preload_fork_cond_with_a_waiter(void **state)
 {
 	struct blocked b = { .m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER };
@@ -249,12 +260,7 @@ static void test_preload_fork_cond_with_a_waiter(void **state)
 	(void)state;
 	if (!klt_fork_threads_ok())
 		skip();
-	sem_init(&b.started, 0, 0);
-	assert_int_equal(pthread_create(&t, NULL, wait_on_cond, &b), 0);
-	while (sem_wait(&b.started) != 0)
-		;
-	assert_int_equal(pthread_mutex_lock(&b.m), 0); /* the waiter is queued now */
-	assert_int_equal(pthread_mutex_unlock(&b.m), 0);
+	start_cond_waiter(&b, wait_on_cond, &t);
 	in_child(child_cond_after_waiter, &b);
 	assert_int_equal(pthread_mutex_lock(&b.m), 0);
 	b.go = 1;
@@ -311,12 +317,7 @@ static void test_preload_fork_child_cancels_cond_waiter(void **state)
 	(void)state;
 	if (!klt_fork_threads_ok())
 		skip();
-	sem_init(&b.started, 0, 0);
-	assert_int_equal(pthread_create(&t, NULL, wait_until_cancelled, &b), 0);
-	while (sem_wait(&b.started) != 0)
-		;
-	assert_int_equal(pthread_mutex_lock(&b.m), 0); /* the waiter is queued now */
-	assert_int_equal(pthread_mutex_unlock(&b.m), 0);
+	start_cond_waiter(&b, wait_until_cancelled, &t);
 	in_child(child_cancels_cond_waiter, &b);
 	assert_int_equal(pthread_cancel(t), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
