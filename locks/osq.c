@@ -24,7 +24,8 @@
  *
  * Ordering: all RMWs on the tail and on links are seq_cst (Linux: full barriers), link
  * stores are release and link loads acquire, so a node's initialisation is visible to
- * whoever finds it through a link. O3 (acquire) pairs with O5 (release). None of this
+ * whoever finds it through a link. O3 (acquire) pairs with O5 (release); O6, step C's
+ * release store of next.prev, with next's acquire loads of its prev. None of this
  * orders the lock's data (see osq.h).
  */
 #include "osq.h"
@@ -104,6 +105,7 @@ static bool osq_cancel(_Atomic uintptr_t *tail, struct kli_thread *self, struct 
 		if (atomic_load_explicit(&self->osq_locked, memory_order_acquire)) /* O3 */
 			return true;
 		kli_spin_stall(&s);
+		/* O6: acquire, pairs with O6 in a cancelling predecessor's step C. */
 		prev = atomic_load_explicit(&self->osq_prev, memory_order_acquire);
 	}
 	next = osq_wait_next(tail, self, prev); /* B */
@@ -111,6 +113,7 @@ static bool osq_cancel(_Atomic uintptr_t *tail, struct kli_thread *self, struct 
 		return false;
 	/* C: prev waits for a new prev.next (we cleared it), next waits in its own step A
 	 * or for its flag: both links are ours to write. */
+	/* O6: release, pairs with next's acquire loads of osq_prev (step A, ghost test). */
 	atomic_store_explicit(&next->osq_prev, prev, memory_order_release);
 	atomic_store_explicit(&prev->osq_next, next, memory_order_release);
 	return false;
@@ -121,11 +124,12 @@ static bool osq_cancel(_Atomic uintptr_t *tail, struct kli_thread *self, struct 
  * fork and is gone (the hashed tails are emptied; a tail inside a lock cannot be found).
  * Behind such a ghost the head role never comes: a spinner whose budget ran out takes it
  * instead of leaving, and its unlock drops the ghost from the queue for good. Only at the
- * end of a budget, so a queue with no ghost pays nothing; osq_prev is read as the
- * predecessor's step C left it (acquire: pairs with its release store).
+ * end of a budget, so a queue with no ghost pays nothing. `ghost` itself was written by
+ * the child's atfork handler before the child had other threads.
  */
 static bool osq_behind_ghost(struct kli_thread *self)
 {
+	/* O6: acquire, pairs with O6 in a cancelling predecessor's step C. */
 	return atomic_load_explicit(&self->osq_prev, memory_order_acquire)->ghost;
 }
 
