@@ -150,13 +150,9 @@ static bool osq_wait_head(_Atomic uintptr_t *tail, struct kli_thread *self,
 
 	/* O3: acquire, pairs with O5 in kli_osq_unlock(). */
 	while (!atomic_load_explicit(&self->osq_locked, memory_order_acquire)) {
-		uint64_t now;
-
-		kl_arch_relax();
-		now = kl_arch_cycles(); /* one clock read for both deadlines */
-		if (now >= budget->deadline)
+		if (!kli_spin_poll(budget))
 			return osq_behind_ghost(self) || osq_cancel(tail, self, prev);
-		if (now >= yield_at)
+		if (kl_arch_cycles() >= yield_at)
 			kli_yield();
 	}
 	return true;
