@@ -137,10 +137,17 @@
  *       and a passive waiter that adds itself after it finds counting off in its
  *       validate (mcs_crowded) and does not sleep.
  *
- * Inline fast path. klock/mcs.h tries the lock inline first (C builds without
- * instruments): it writes the node (next 0, locked MCS_HOLDER), and if tail reads 0, a
- * CAS of tail from 0 to the node is C1 (acq_rel, as the exchange). A held lock or a lost
- * race calls kl_mcs_lock(), which initialises the node again: a failed CAS queued nothing.
+ * Inline fast path. klock/mcs.h locks inline first (C builds without instruments): it
+ * writes the node (next 0, locked MCS_HOLDER) and, if crowd reads 0 (counting off,
+ * nobody passive), exchanges tail itself (C1), without a test read first, as ck's: an
+ * empty tail means it holds the lock, else kl_mcs_queued_() links in at once
+ * (mcs_link()) and waits, uncounted, as after a lost race. The link is what the
+ * holder's unlock waits for, and at two threads the relocker reaches it right after its
+ * own grant, so every instruction on the way is on the hand-over's critical path: 20 ns
+ * of delay there cost 15% against ck's MCS, and queueing inline with the link before the
+ * wait clock took kl_mcs from 0.93 to 1.0 of ck's at 2 threads (2026-12-05,
+ * docs/design-adaptive.md). crowd not 0 calls kl_mcs_lock(), which initialises the node
+ * again and takes the gate and the count.
  * The unlock without a successor is inline too: a relaxed look at the node's link (only
  * tested for zero, never followed), C3 as the CAS, S2 (the light half read from
  * kl_fence_asym_) and the load of crowd, calling kl_mcs_unlocked_crowd_() only when
@@ -158,7 +165,7 @@
  * rotation period), not per acquisition. Limits: fewer than
  * 2^15 counted waiters and 2^16 passive waiters per lock; the rseq grant (G1) is
  * x86_64-only (aarch64 and the generic backend grant with the exchange); at two threads
- * on two CPUs kl_mcs still runs about 0.84x ck's MCS (docs/design-adaptive.md); a node is
+ * on two CPUs kl_mcs runs 0.9-1.0x ck's MCS (docs/design-adaptive.md); a node is
  * two cache lines (128 bytes). On 16 CPUs (2026-12-04) it runs 0.44-0.65x ck's MCS at 4-8
  * threads and collapses from 16 threads on (57-87 k ops/s against 3.9 M): once counting
  * is on, far waiters that do sleep cost every hand-over a wake-up; not solved.
@@ -351,17 +358,16 @@ static void mcs_counting_on(struct kl_mcs *l)
 		atomic_fetch_or_explicit(&l->crowd, MCS_COUNTING, memory_order_relaxed);
 }
 
-/* Queued behind @prev: link in (@counted: MCS_LINK_COUNTED if we are in crowd's count,
- * else 0), then wait until granted. */
-static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
-			     struct kl_mcs_node *prev, uintptr_t counted, struct kli_wait *w)
+/* Queued behind @prev: work out our rank from @prev's node, then link in (@counted:
+ * MCS_LINK_COUNTED if we are in crowd's count, else 0). Nothing else comes first: our
+ * predecessor's unlock waits for this link, so every instruction before it is on the
+ * hand-over's critical path (2 threads on 2 CPUs: ~20 ns here cost kl_mcs 15% against
+ * ck's MCS). Returns our rank. */
+static uint32_t mcs_link(struct kl_mcs_node *n, struct kl_mcs_node *prev, uintptr_t counted)
 {
-	/* Our last reads of @prev: it stays alive until it has seen our link (C2). */
+	/* Our last read of @prev: it stays alive until it has seen our link (C2). */
 	uint32_t rank = mcs_rank_behind(atomic_load_explicit(&prev->locked, memory_order_relaxed));
-	uint32_t v, seen = rank;
-	struct kli_spin s, awake;
 
-	kli_wait_spin(w);
 	/* nobody else writes it yet */
 	atomic_store_explicit(&n->locked, rank, memory_order_relaxed);
 	mcs_set_awake(n, rank != MCS_WAITING);
@@ -369,6 +375,17 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
 	atomic_store_explicit(&prev->next,
 			      (uintptr_t)n | counted | (rank == MCS_NEXT ? MCS_LINK_NEXT : 0),
 			      memory_order_release);
+	return rank;
+}
+
+/* Linked in at @rank (mcs_link()): wait until granted. */
+static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n, uint32_t rank,
+			     struct kli_wait *w)
+{
+	uint32_t v, seen = rank;
+	struct kli_spin s, awake;
+
+	kli_wait_spin(w);
 	if (rank == MCS_NEXT)
 		mcs_promote(n, MCS_NEAR);
 	kli_spin_start(&s, mcs_spin_budget(l, rank));
@@ -392,14 +409,17 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n,
 	mcs_promote(n, MCS_NEXT); /* we hold the lock: our successor is next */
 }
 
-/* Lost the race to a free lock: queued uncounted behind @prev. */
+/* Queued uncounted behind @prev (lost the race to a free lock, or klock/mcs.h's inline
+ * lock queued us with counting off): link in first, then wait. The wait clock (lockstat)
+ * starts after the link. */
 static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 				 struct kl_mcs_node *prev, const void *site)
 {
+	uint32_t rank = mcs_link(n, prev, 0);
 	struct kli_wait w;
 
 	kli_wait_begin(&w);
-	mcs_wait_granted(l, n, prev, 0, &w);
+	mcs_wait_granted(l, n, rank, &w);
 	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 }
 
@@ -465,7 +485,7 @@ static KL_NOINLINE void mcs_lock_contended(struct kl_mcs *l, struct kl_mcs_node 
 	/* C1: acq_rel, as in kl_mcs_lock(). */
 	prev = as_node(atomic_exchange_explicit(&l->tail, (uintptr_t)n, memory_order_acq_rel));
 	if (prev != NULL) {
-		mcs_wait_granted(l, n, prev, counted, &w);
+		mcs_wait_granted(l, n, mcs_link(n, prev, counted), &w);
 	} else { /* the lock was free after all: nobody grants it, uncount ourselves */
 		atomic_store_explicit(&n->locked, MCS_HOLDER, memory_order_relaxed);
 		if (counted)
@@ -493,6 +513,12 @@ static KL_NOINLINE void mcs_unlocked_crowd(struct kl_mcs *l)
 void kl_mcs_unlocked_crowd_(struct kl_mcs *l)
 {
 	mcs_unlocked_crowd(l);
+}
+
+/* klock/mcs.h's inline lock exchanged tail with crowd at 0 and found @prev there. */
+void kl_mcs_queued_(struct kl_mcs *l, struct kl_mcs_node *n, struct kl_mcs_node *prev)
+{
+	mcs_wait(l, n, prev, KLI_SITE());
 }
 
 void kl_mcs_init(struct kl_mcs *l)
@@ -524,7 +550,9 @@ void (kl_mcs_lock)(struct kl_mcs *l, struct kl_mcs_node *n)
 		return;
 #endif
 	mcs_node_init(n);
-	if (kl_unlikely(atomic_load_explicit(&l->tail, memory_order_relaxed) != 0)) {
+	/* crowd at 0: no gate, no count - exchange at once, as the inline lock */
+	if (kl_unlikely(atomic_load_explicit(&l->crowd, memory_order_relaxed) != 0 &&
+			atomic_load_explicit(&l->tail, memory_order_relaxed) != 0)) {
 		mcs_lock_contended(l, n, KLI_SITE());
 	} else {
 		/* C1: acq_rel, pairs with C3 (free lock) and with the successor's view of our

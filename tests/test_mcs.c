@@ -328,9 +328,9 @@ static void test_mcs_static_initializer_works(void **state)
 	kl_mcs_unlock(&s, &b);
 }
 
-/* ---- the header-inline lock (klock/mcs.h): a held lock goes to the library ---------- */
-/* Nodes need no initialisation: the inline path writes the node before its CAS, and the
- * library's path writes it again after a failed one. */
+/* ---- the header-inline lock (klock/mcs.h): it queues behind a holder itself --------- */
+/* Nodes need no initialisation: the inline path writes the node before its exchange (and
+ * the library's path, taken while crowd is not 0, writes it again). */
 static _Atomic int inline_entered;
 
 static void *inline_locker(void *arg)
@@ -360,7 +360,7 @@ static void test_mcs_inline_lock_with_a_dirty_node_waits_for_the_holder(void **s
 	pthread_join(th, NULL);
 	assert_int_equal(atomic_load(&inline_entered), 1);
 	memset(&again, 0xa5, sizeof(again));
-	kl_mcs_lock(&l, &again); /* free again: the inline CAS takes it */
+	kl_mcs_lock(&l, &again); /* free again: the inline exchange takes it */
 	assert_true(kl_mcs_is_locked(&l));
 	assert_false(kl_mcs_trylock(&l, &mine));
 	kl_mcs_unlock(&l, &again);

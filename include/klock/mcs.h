@@ -98,14 +98,25 @@ KL_API bool kl_mcs_is_locked(const struct kl_mcs *l) KL_NONNULL(1);
  * drained, else lets a passive waiter in. Private: crowd is its only state. */
 KL_API void kl_mcs_unlocked_crowd_(struct kl_mcs *l) KL_NONNULL(1);
 
+/* The waiting half of kl_mcs_lock(), for the inline lock below: @node (initialised as
+ * the inline lock does) has swapped itself into tail behind @prev, uncounted; links in
+ * and waits until granted. Private. */
+KL_API void kl_mcs_queued_(struct kl_mcs *l, struct kl_mcs_node *node,
+			   struct kl_mcs_node *prev) KL_NONNULL(1, 2, 3);
+
 /*
  * ---- inline fast paths ---------------------------------------------------------------
- * As klock/ticket.h's (same build conditions, KLOCK_NO_INLINE to force the call): if the
- * lock is free, one CAS of tail from empty to @node takes it (C1 of locks/mcs.c with a
- * CAS for the exchange: acq_rel, pairing with C3, the last holder's release, and
- * publishing the node's initialisation to a successor). The node is then marked as the
- * uncontended holder's (the hint a successor reads). A held lock, or a lost race, goes to
- * the library, which initialises the node again: a failed CAS queued nothing.
+ * As klock/ticket.h's (same build conditions, KLOCK_NO_INLINE to force the call). The
+ * lock writes @node as the uncontended holder's (next 0, locked MCS_HOLDER: the hint a
+ * successor reads) and, with crowd at 0 (counting off, nobody passive: no gate to
+ * check, nobody to count), swaps it into tail: C1 of locks/mcs.c (acq_rel, pairing with
+ * C3, the last holder's release, and publishing the node's initialisation to a
+ * successor). An empty tail means we hold the lock; else kl_mcs_queued_() links in
+ * behind the old tail and waits, uncounted. The exchange comes without a test read of
+ * tail first, as ck's: one atomic on the uncontended path, and at two threads the
+ * relocker reaches its link right after its own grant, so every instruction on the way
+ * is on the hand-over's critical path (docs/design-adaptive.md). crowd not 0 goes to
+ * kl_mcs_lock(), which initialises the node again and takes the gate and the count.
  * The unlock without a successor is the library's, step for step: no link in @node, the
  * CAS of tail from @node to empty (C3), the light fence (S2) and one load of crowd, which
  * calls kl_mcs_unlocked_crowd_() only if counting is on or passive waiters sleep. A
@@ -119,19 +130,19 @@ KL_API void kl_mcs_unlocked_crowd_(struct kl_mcs *l) KL_NONNULL(1);
 
 static inline void kl_mcs_lock_inline(struct kl_mcs *l, struct kl_mcs_node *node)
 {
-	uintptr_t empty = 0;
+	uintptr_t prev;
 
 	atomic_store_explicit(&node->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&node->locked, KL_MCS_NODE_HOLDER, memory_order_relaxed);
-	/* C1 (as a CAS): acq_rel, pairs with C3 in the last holder's unlock; publishes the
-	 * node's initialisation to a successor. */
-	if (__builtin_expect(atomic_load_explicit(&l->tail, memory_order_relaxed) == 0 &&
-				     atomic_compare_exchange_strong_explicit(
-					     &l->tail, &empty, (uintptr_t)node,
-					     memory_order_acq_rel, memory_order_relaxed),
-			     1))
+	if (__builtin_expect(atomic_load_explicit(&l->crowd, memory_order_relaxed) != 0, 0)) {
+		(kl_mcs_lock)(l, node); /* counting on, or passive waiters: the gate */
 		return;
-	(kl_mcs_lock)(l, node);
+	}
+	/* C1: acq_rel, pairs with C3 in the last holder's unlock (a free lock); publishes the
+	 * node's initialisation to a successor. */
+	prev = atomic_exchange_explicit(&l->tail, (uintptr_t)node, memory_order_acq_rel);
+	if (__builtin_expect(prev != 0, 0))
+		kl_mcs_queued_(l, node, (struct kl_mcs_node *)prev);
 }
 
 static inline void kl_mcs_unlock_inline(struct kl_mcs *l, struct kl_mcs_node *node)
