@@ -16,7 +16,10 @@
  * - wake-ups per acquisition = the workers' voluntary context switches / operations: in
  *   the loop nothing blocks except the lock, so each voluntary switch is one sleep that
  *   ended in a wake-up (futex wake, or a timeout). It needs no tracing privileges and
- *   costs nothing while the run lasts.
+ *   costs nothing while the run lasts;
+ * - the memory the threads share (the locks, the counters, the thread states an adapter
+ *   may link into a queue) lies at addresses chosen by the repeat's number, the same for
+ *   every lock (see "placement" below).
  */
 #include <errno.h>
 #include <math.h>
@@ -24,6 +27,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "klbench.h"
@@ -41,6 +45,21 @@
 #define KB_XORSHIFT_MUL 2685821657736338717ull
 /* Fibonacci hashing constant (2^64 / golden ratio) to spread keys over stripes. */
 #define KB_FIB 11400714819323198485ull
+/* Placements the repeats cycle through (repeat r uses slot r % KB_SLOTS). */
+#define KB_SLOTS 8u
+/* Bytes of one placement: the engine, the workers, the counters, the locks and the thread
+ * states of one run (64 workers fit; mapped, so only the pages a run touches cost). */
+#define KB_SLOT_BYTES ((size_t)4 << 20)
+/* Page size for the placement's 4 KiB-alias arithmetic (the x86 and arm64 base page). */
+#define KB_PAGE 4096u
+/* Where each region starts within its first page: the lines one worker touches at every
+ * operation never share their address bits 0-11 (a load after a store to an address
+ * equal in those bits waits for it: "4K aliasing"). Each worker is page-aligned (its
+ * counters at offset 0). */
+#define KB_AT_ENGINE 0x200u
+#define KB_AT_DATA 0x400u
+#define KB_AT_LOCKS 0x800u
+#define KB_AT_TS 0xc00u
 
 enum { KB_PH_WARMUP, KB_PH_MEASURE, KB_PH_STOP };
 
@@ -51,7 +70,7 @@ struct kb_worker {
 	struct kb_engine *e;
 	unsigned index;
 	uint64_t rng;
-	unsigned char *ts;             /* nlocks thread-state buffers */
+	unsigned char *ts;             /* nlocks thread-state buffers, ts_stride apart */
 	void *cpuset;
 	uint64_t viol;
 	uint64_t retries;              /* optimistic reads repeated in the interval */
@@ -60,7 +79,7 @@ struct kb_worker {
 	int error;
 	pthread_t tid;
 	struct kb_hist rh, wh;
-} __attribute__((aligned(KB_PAD)));
+} __attribute__((aligned(KB_PAGE)));
 
 struct kb_engine {
 	const struct kb_config *cfg;
@@ -70,6 +89,9 @@ struct kb_engine {
 	bool keyed, check_readers;
 	unsigned char *locks;          /* nlocks instances, lock_stride apart */
 	size_t lock_stride, ts_stride;
+	unsigned char *ts;             /* threads x nlocks thread states, or NULL: each
+	                                * worker allocates its own */
+	bool own_locks, own_data, own_ts, own_w; /* from malloc (free them), not the arena */
 	unsigned nlocks, nbuckets, stride;   /* stride: words per bucket (owner + cs) */
 	_Atomic uint64_t *data;
 	uint64_t write_thresh;         /* write when (rand >> 11) < write_thresh */
@@ -107,6 +129,60 @@ static void think(unsigned steps, uint64_t *x)
 		__asm__ volatile("" : "+r"(v));
 	}
 	*x = v;
+}
+
+/* ---- placement ----------------------------------------------------------------------- */
+
+/*
+ * What a cache line's trip between two cores costs depends on its physical address on a
+ * big server chip (which slice of the last-level cache is its home, how far that is from
+ * both cores). On the development VM (2 vCPUs of a Xeon with a 260 MiB L3) kl_mutex at 2
+ * threads ran at 37-40 M ops/s with its counters on one line and 43-45 M on the seven
+ * others tried, every repeat, every process. malloc put each run's lock and counters
+ * wherever the previous runs' frees left room, so which lock got a slow line depended on
+ * its place in the interleaving: in a mixed run the same lock dipped at the same repeats,
+ * run after run, and never when it ran alone (docs/results.md, "Run to run").
+ *
+ * So the memory the threads share comes from an arena mapped once and never unmapped:
+ * repeat r of every configuration uses slot r % KB_SLOTS, at the same offsets. Within a
+ * repeat every lock sees the same physical lines, and a configuration's median spans
+ * several placements. A run that needs more than a slot (a large table) takes malloc's
+ * memory for what does not fit, as before.
+ */
+static unsigned char *kb_arena; /* KB_SLOTS slots; the main thread maps it at the first run */
+
+struct kb_slot {
+	unsigned char *next, *end;
+};
+
+static void slot_open(struct kb_slot *s, unsigned repeat)
+{
+	if (kb_arena == NULL) {
+		void *p = mmap(NULL, KB_SLOTS * KB_SLOT_BYTES, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		kb_arena = p == MAP_FAILED ? NULL : p;
+	}
+	s->next = s->end = NULL;
+	if (kb_arena != NULL) {
+		s->next = kb_arena + (size_t)(repeat % KB_SLOTS) * KB_SLOT_BYTES;
+		s->end = s->next + KB_SLOT_BYTES;
+	}
+}
+
+/* @bytes (a multiple of KB_PAD) from the slot, starting @at bytes into a fresh page; else
+ * from malloc, aligned to @align (*@owned: free it). */
+static void *slot_take(struct kb_slot *s, size_t bytes, size_t at, size_t align, bool *owned)
+{
+	unsigned char *p = NULL;
+
+	if (s->next != NULL)
+		p = kb_arena + round_up((size_t)(s->next - kb_arena), KB_PAGE) + at;
+	*owned = p == NULL || bytes > (size_t)(s->end - p);
+	if (*owned)
+		return aligned_alloc(align, bytes);
+	s->next = p + bytes;
+	return p;
 }
 
 /* ---- the critical sections --------------------------------------------------------- */
@@ -250,7 +326,10 @@ static int worker_enter(struct kb_worker *w)
 
 	if (w->cpuset != NULL && kb_bind_self(w->cpuset) < 0)
 		w->error = errno;
-	w->ts = aligned_alloc(KB_PAD, (size_t)e->nlocks * e->ts_stride);
+	if (e->ts != NULL)
+		w->ts = e->ts + (size_t)w->index * e->nlocks * e->ts_stride;
+	else
+		w->ts = aligned_alloc(KB_PAD, (size_t)e->nlocks * e->ts_stride);
 	if (w->ts == NULL)
 		return -1;
 	memset(w->ts, 0, (size_t)e->nlocks * e->ts_stride);
@@ -267,7 +346,8 @@ static void worker_leave(struct kb_worker *w)
 	if (e->ops->thread_leave != NULL)
 		for (unsigned i = 0; i < e->nlocks; i++)
 			e->ops->thread_leave(e->locks + (size_t)i * e->lock_stride);
-	free(w->ts);
+	if (e->ts == NULL)
+		free(w->ts);
 }
 
 static void *worker_main(void *arg)
@@ -306,24 +386,38 @@ static void engine_free(struct kb_engine *e)
 	if (e->locks != NULL) {
 		for (unsigned i = 0; i < e->nlocks; i++)
 			e->ops->destroy(e->locks + (size_t)i * e->lock_stride);
-		free(e->locks);
+		if (e->own_locks)
+			free(e->locks);
 	}
 	kb_place_free(e->cpusets, e->cfg->threads);
-	free(e->data);
-	free(e->w);
+	if (e->own_data)
+		free(e->data);
+	if (e->own_ts)
+		free(e->ts);
+	if (e->own_w)
+		free(e->w);
 }
 
-static int engine_locks(struct kb_engine *e)
+static int engine_locks(struct kb_engine *e, struct kb_slot *slot)
 {
 	const struct kb_config *c = e->cfg;
+	size_t ts_all;
 
 	e->keyed = c->workload == KB_WL_TABLE && (e->ops->flags & LOCKOPS_KEYED);
 	e->nlocks = c->workload == KB_WL_TABLE && !e->keyed && c->stripes > 1 ? c->stripes : 1;
 	e->lock_stride = round_up(e->ops->size ? e->ops->size : 1, KB_PAD);
 	e->ts_stride = round_up(e->ops->tsize ? e->ops->tsize : 1, KB_PAD);
-	e->locks = aligned_alloc(KB_PAD, (size_t)e->nlocks * e->lock_stride);
+	e->locks = slot_take(slot, (size_t)e->nlocks * e->lock_stride, KB_AT_LOCKS, KB_PAD,
+			     &e->own_locks);
 	if (e->locks == NULL)
 		return ENOMEM;
+	ts_all = (size_t)c->threads * e->nlocks * e->ts_stride;
+	e->ts = slot_take(slot, ts_all, KB_AT_TS, KB_PAD, &e->own_ts);
+	if (e->own_ts) { /* too big for the slot: each worker allocates its own, as before */
+		free(e->ts);
+		e->ts = NULL;
+		e->own_ts = false;
+	}
 	memset(e->locks, 0, (size_t)e->nlocks * e->lock_stride);
 	for (unsigned i = 0; i < e->nlocks; i++) {
 		int err = e->ops->init(e->locks + (size_t)i * e->lock_stride);
@@ -337,9 +431,10 @@ static int engine_locks(struct kb_engine *e)
 	return 0;
 }
 
-static int engine_setup(struct kb_engine *e, const struct kb_config *c)
+static int engine_setup(struct kb_engine *e, const struct kb_config *c, struct kb_slot *slot)
 {
 	size_t words;
+	int err;
 	double frac = c->write_pct / 100.0;
 
 	memset(e, 0, sizeof(*e));
@@ -355,14 +450,21 @@ static int engine_setup(struct kb_engine *e, const struct kb_config *c)
 	e->sample_mask = ((uint64_t)1 << c->sample_shift) - 1;
 	e->timer_ns = kb_timer_overhead_ns();
 	words = round_up((size_t)e->nbuckets * e->stride, KB_PAD / sizeof(uint64_t));
-	e->data = aligned_alloc(KB_PAD, words * sizeof(uint64_t));
-	e->w = aligned_alloc(KB_PAD, (size_t)c->threads * sizeof(*e->w));
-	if (e->data == NULL || e->w == NULL)
+	atomic_init(&e->phase, KB_PH_WARMUP);
+	/* The slot's order: the counters (their size is the configuration's), the locks (the
+	 * adapter's), the thread states, the workers (the thread count's). */
+	e->data = slot_take(slot, words * sizeof(uint64_t), KB_AT_DATA, KB_PAD, &e->own_data);
+	if (e->data == NULL)
 		return ENOMEM;
 	memset(e->data, 0, words * sizeof(uint64_t));
+	err = engine_locks(e, slot);
+	if (err != 0)
+		return err;
+	e->w = slot_take(slot, (size_t)c->threads * sizeof(*e->w), 0, KB_PAGE, &e->own_w);
+	if (e->w == NULL)
+		return ENOMEM;
 	memset(e->w, 0, (size_t)c->threads * sizeof(*e->w));
-	atomic_init(&e->phase, KB_PH_WARMUP);
-	return engine_locks(e);
+	return 0;
 }
 
 static int engine_start(struct kb_engine *e)
@@ -568,9 +670,20 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	return 0;
 }
 
+/* The engine itself is the first thing in the repeat's slot (the workers read it at every
+ * operation). */
+static struct kb_engine *engine_new(unsigned repeat, struct kb_slot *slot, bool *owned)
+{
+	slot_open(slot, repeat);
+	return slot_take(slot, round_up(sizeof(struct kb_engine), KB_PAD), KB_AT_ENGINE, KB_PAD,
+			 owned);
+}
+
 int kb_run(const struct kb_config *c, unsigned repeat, struct kb_result *r)
 {
-	struct kb_engine *e = aligned_alloc(KB_PAD, round_up(sizeof(*e), KB_PAD));
+	struct kb_slot slot;
+	bool own_e;
+	struct kb_engine *e = engine_new(repeat, &slot, &own_e);
 	uint64_t *before = calloc(c->threads, sizeof(uint64_t));
 	int err;
 
@@ -588,21 +701,26 @@ int kb_run(const struct kb_config *c, unsigned repeat, struct kb_result *r)
 	}
 	kb_hist_init(r->rhist);
 	kb_hist_init(r->whist);
-	err = engine_setup(e, c);
+	err = engine_setup(e, c, &slot);
 	if (err != 0) {
 		fprintf(stderr, "klbench: %s: cannot set up the run: %s\n", c->ops->name,
 			strerror(err));
 		engine_free(e);
-		free(e);
+		if (own_e)
+			free(e);
 		free(before);
 		kb_result_free(r);
 		return -1;
 	}
+	r->slot = e->own_locks || e->own_data ? -1 : (int)(repeat % KB_SLOTS);
+	r->lock_addr = (uintptr_t)e->locks;
+	r->data_addr = (uintptr_t)e->data;
 	run_phases(e, r, before);
 	collect(e, r, before);
 	verify(e, r);
 	engine_free(e);
-	free(e);
+	if (own_e)
+		free(e);
 	free(before);
 	return 0;
 }

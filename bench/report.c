@@ -387,6 +387,8 @@ static void json_run(FILE *f, const struct kb_result *r)
 		c->workload == KB_WL_TABLE ? c->keys : 1, r->repeat, r->elapsed,
 		(unsigned long long)r->reads, (unsigned long long)r->writes);
 	json_num(f, r->ops_per_s);
+	fprintf(f, ", \"memory\": {\"slot\": %d, \"lock\": \"%#jx\", \"counters\": \"%#jx\"}",
+		r->slot, (uintmax_t)r->lock_addr, (uintmax_t)r->data_addr);
 	json_hist(f, "read_latency_ns", r->rhist);
 	json_hist(f, "write_latency_ns", r->whist);
 	fprintf(f, ", \"fairness\": {\"min\": %llu, \"max\": %llu, \"max_min\": ",

@@ -107,6 +107,26 @@ def test_busted(kb):
     return fail("the busted lock was never caught: the verification does not work")
 
 
+def same_memory_per_repeat(runs):
+    """Every lock's run of repeat r uses the same placement (lock and counters at the same
+    addresses) and different repeats use different ones: a lock's results must not depend
+    on where the allocator happened to put it (engine.c, "placement")."""
+    by_repeat = {}
+    for run in runs:
+        mem = run.get("memory")
+        if mem is None:
+            return "JSON run lacks 'memory'"
+        if mem["slot"] != run["repeat"] % 8:
+            return f"repeat {run['repeat']} used slot {mem['slot']}, want repeat % 8"
+        where = (mem["lock"], mem["counters"])
+        if by_repeat.setdefault(run["repeat"], where) != where:
+            return (f"repeat {run['repeat']}: {run['lock']} ran at {where}, another lock at "
+                    f"{by_repeat[run['repeat']]}")
+    if len(set(by_repeat.values())) != len(by_repeat):
+        return f"repeats share a placement: {by_repeat}"
+    return None
+
+
 def test_output(kb):
     with tempfile.TemporaryDirectory() as d:
         c, j, raw = os.path.join(d, "r.csv"), os.path.join(d, "r.json"), os.path.join(d, "raw")
@@ -139,6 +159,9 @@ def test_output(kb):
             return fail("per_thread_ops does not have one entry per thread")
         if len(doc["runs"]) != 24:
             return fail("JSON has %d runs, want 24" % len(doc["runs"]))
+        err = same_memory_per_repeat(doc["runs"])
+        if err:
+            return fail(err)
         files = sorted(os.listdir(raw))
         if len(files) != 8 * 3:
             return fail(f"raw: {len(files)} files, want 24 (8 configurations x 3 metrics)")
