@@ -47,8 +47,9 @@
 #define KB_FIB 11400714819323198485ull
 /* Placements the repeats cycle through (repeat r uses slot r % KB_SLOTS). */
 #define KB_SLOTS 8u
-/* Bytes of one placement: the engine, the workers, the counters, the locks and the thread
- * states of one run (64 workers fit; mapped, so only the pages a run touches cost). */
+/* Bytes of one placement: the engine, the counters, the locks, the thread states and the
+ * workers of one run (a few hundred workers fit; mapped, so only the pages a run touches
+ * cost). */
 #define KB_SLOT_BYTES ((size_t)4 << 20)
 /* Page size for the placement's 4 KiB-alias arithmetic (the x86 and arm64 base page). */
 #define KB_PAGE 4096u
@@ -79,7 +80,7 @@ struct kb_worker {
 	int error;
 	pthread_t tid;
 	struct kb_hist rh, wh;
-} __attribute__((aligned(KB_PAGE)));
+} __attribute__((aligned(KB_PAGE))); /* counters at a page's start: see KB_AT_ENGINE */
 
 struct kb_engine {
 	const struct kb_config *cfg;
@@ -178,7 +179,7 @@ static void *slot_take(struct kb_slot *s, size_t bytes, size_t at, size_t align,
 
 	if (s->next != NULL)
 		p = kb_arena + round_up((size_t)(s->next - kb_arena), KB_PAGE) + at;
-	*owned = p == NULL || bytes > (size_t)(s->end - p);
+	*owned = p == NULL || p >= s->end || bytes > (size_t)(s->end - p);
 	if (*owned)
 		return aligned_alloc(align, bytes);
 	s->next = p + bytes;

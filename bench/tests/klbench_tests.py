@@ -127,6 +127,21 @@ def same_memory_per_repeat(runs):
     return None
 
 
+def slot_filled_to_its_end(kb):
+    """A table whose counters end exactly at a slot's end (4 MiB: the engine's page, then
+    0x400 into the next, then 261824 buckets x 2 words x 8 bytes) leaves no room for the
+    lock: it must come from malloc, in every slot (the last slot ends the arena)."""
+    rc, out, err = klb(kb, "run", "-q", "-l", "pthread_mutex", "--workload", "table",
+                       "--keys", "261824", "-c", "1", "-t", "1", "-r", "8", "-d", "0.01",
+                       "--warmup", "0.01", "--json", "-", "--no-table")
+    if rc != 0:
+        return f"a table that fills a slot: klbench exited {rc}: {err}"
+    slots = [run["memory"]["slot"] for run in json.loads(out)["runs"]]
+    if slots != [-1] * 8:
+        return f"a table that fills a slot ran in slots {slots}, want malloc's memory (-1)"
+    return None
+
+
 def test_output(kb):
     with tempfile.TemporaryDirectory() as d:
         c, j, raw = os.path.join(d, "r.csv"), os.path.join(d, "r.json"), os.path.join(d, "raw")
@@ -160,6 +175,9 @@ def test_output(kb):
         if len(doc["runs"]) != 24:
             return fail("JSON has %d runs, want 24" % len(doc["runs"]))
         err = same_memory_per_repeat(doc["runs"])
+        if err:
+            return fail(err)
+        err = slot_filled_to_its_end(kb)
         if err:
             return fail(err)
         files = sorted(os.listdir(raw))
