@@ -48,9 +48,9 @@
 /* Placements the repeats cycle through (repeat r uses slot r % KB_SLOTS). */
 #define KB_SLOTS 8u
 /* Bytes of one placement: the engine, the counters, the locks, the thread states and the
- * workers of one run (a few hundred workers fit; mapped, so only the pages a run touches
+ * workers of one run (16 KiB a worker: 1000 fit; mapped, so only the pages a run touches
  * cost). */
-#define KB_SLOT_BYTES ((size_t)4 << 20)
+#define KB_SLOT_BYTES ((size_t)16 << 20)
 /* Page size for the placement's 4 KiB-alias arithmetic (the x86 and arm64 base page). */
 #define KB_PAGE 4096u
 /* Where each region starts within its first page: the lines one worker touches at every
@@ -90,8 +90,9 @@ struct kb_engine {
 	bool keyed, check_readers;
 	unsigned char *locks;          /* nlocks instances, lock_stride apart */
 	size_t lock_stride, ts_stride;
-	unsigned char *ts;             /* threads x nlocks thread states, or NULL: each
-	                                * worker allocates its own */
+	unsigned char *ts;             /* each worker's nlocks thread states, ts_each apart, or
+	                                * NULL: each worker allocates its own */
+	size_t ts_each;                /* a whole number of pages */
 	bool own_locks, own_data, own_ts, own_w; /* from malloc (free them), not the arena */
 	unsigned nlocks, nbuckets, stride;   /* stride: words per bucket (owner + cs) */
 	_Atomic uint64_t *data;
@@ -328,7 +329,7 @@ static int worker_enter(struct kb_worker *w)
 	if (w->cpuset != NULL && kb_bind_self(w->cpuset) < 0)
 		w->error = errno;
 	if (e->ts != NULL)
-		w->ts = e->ts + (size_t)w->index * e->nlocks * e->ts_stride;
+		w->ts = e->ts + (size_t)w->index * e->ts_each;
 	else
 		w->ts = aligned_alloc(KB_PAD, (size_t)e->nlocks * e->ts_stride);
 	if (w->ts == NULL)
@@ -412,7 +413,9 @@ static int engine_locks(struct kb_engine *e, struct kb_slot *slot)
 			     &e->own_locks);
 	if (e->locks == NULL)
 		return ENOMEM;
-	ts_all = (size_t)c->threads * e->nlocks * e->ts_stride;
+	/* A page per worker: every worker's first states lie at KB_AT_TS in their page. */
+	e->ts_each = round_up((size_t)e->nlocks * e->ts_stride, KB_PAGE);
+	ts_all = (size_t)c->threads * e->ts_each;
 	e->ts = slot_take(slot, ts_all, KB_AT_TS, KB_PAD, &e->own_ts);
 	if (e->own_ts) { /* too big for the slot: each worker allocates its own, as before */
 		free(e->ts);

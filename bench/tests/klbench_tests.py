@@ -128,11 +128,11 @@ def same_memory_per_repeat(runs):
 
 
 def slot_filled_to_its_end(kb):
-    """A table whose counters end exactly at a slot's end (4 MiB: the engine's page, then
-    0x400 into the next, then 261824 buckets x 2 words x 8 bytes) leaves no room for the
+    """A table whose counters end exactly at a slot's end (16 MiB: the engine's page, then
+    0x400 into the next, then 1048256 buckets x 2 words x 8 bytes) leaves no room for the
     lock: it must come from malloc, in every slot (the last slot ends the arena)."""
     rc, out, err = klb(kb, "run", "-q", "-l", "pthread_mutex", "--workload", "table",
-                       "--keys", "261824", "-c", "1", "-t", "1", "-r", "8", "-d", "0.01",
+                       "--keys", "1048256", "-c", "1", "-t", "1", "-r", "8", "-d", "0.01",
                        "--warmup", "0.01", "--json", "-", "--no-table")
     if rc != 0:
         return f"a table that fills a slot: klbench exited {rc}: {err}"
