@@ -19,7 +19,7 @@
  *   costs nothing while the run lasts;
  * - the memory the threads share (the locks, the counters, the thread states an adapter
  *   may link into a queue) lies at addresses chosen by the repeat's number, the same for
- *   every lock (see "placement" below).
+ *   every lock (see "memory slots" below).
  */
 #include <errno.h>
 #include <math.h>
@@ -45,13 +45,13 @@
 #define KB_XORSHIFT_MUL 2685821657736338717ull
 /* Fibonacci hashing constant (2^64 / golden ratio) to spread keys over stripes. */
 #define KB_FIB 11400714819323198485ull
-/* Placements the repeats cycle through (repeat r uses slot r % KB_SLOTS). */
+/* Memory slots the repeats cycle through (repeat r uses slot r % KB_SLOTS). */
 #define KB_SLOTS 8u
-/* Bytes of one placement: the engine, the counters, the locks, the thread states and the
+/* Bytes of one slot: the engine, the counters, the locks, the thread states and the
  * workers of one run (16 KiB a worker: 1000 fit; mapped, so only the pages a run touches
  * cost). */
 #define KB_SLOT_BYTES ((size_t)16 << 20)
-/* Page size for the placement's 4 KiB-alias arithmetic (the x86 and arm64 base page). */
+/* Page size for the slots' 4 KiB-alias arithmetic (the x86 and arm64 base page). */
 #define KB_PAGE 4096u
 /* Where each region starts within its first page: the lines one worker touches at every
  * operation never share their address bits 0-11 (a load after a store to an address
@@ -133,7 +133,7 @@ static void think(unsigned steps, uint64_t *x)
 	*x = v;
 }
 
-/* ---- placement ----------------------------------------------------------------------- */
+/* ---- memory slots (where the shared memory lies; -p places the threads) ------------- */
 
 /*
  * What a cache line's trip between two cores costs depends on its physical address on a
@@ -148,10 +148,11 @@ static void think(unsigned steps, uint64_t *x)
  * So the memory the threads share comes from an arena mapped once and never unmapped:
  * repeat r of every configuration uses slot r % KB_SLOTS, at the same offsets. Within a
  * repeat every lock sees the same physical lines, and a configuration's median spans
- * several placements. A run that needs more than a slot (a large table) takes malloc's
+ * several slots. A run that needs more than a slot (a large table) takes malloc's
  * memory for what does not fit, as before.
  */
-static unsigned char *kb_arena; /* KB_SLOTS slots; the main thread maps it at the first run */
+/* KB_SLOTS slots; the main thread maps it at the first run */
+static unsigned char *kb_arena;
 
 struct kb_slot {
 	unsigned char *next, *end;
@@ -174,7 +175,8 @@ static void slot_open(struct kb_slot *s, unsigned repeat)
 
 /* @bytes (a multiple of KB_PAD) from the slot, starting @at bytes into a fresh page; else
  * from malloc, aligned to @align (*@owned: free it). */
-static void *slot_take(struct kb_slot *s, size_t bytes, size_t at, size_t align, bool *owned)
+static void *slot_take(struct kb_slot *s, size_t bytes, size_t at, size_t align,
+		       bool *owned)
 {
 	unsigned char *p = NULL;
 

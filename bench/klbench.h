@@ -66,8 +66,8 @@ struct kb_config {
 struct kb_result {
 	struct kb_config cfg;
 	unsigned repeat;
-	int slot;                  /* the placement the shared memory used (engine.c), or -1:
-	                            * malloc's (a run too big for a slot) */
+	int slot;                  /* the memory slot the run used (engine.c), or -1: its
+	                            * locks or counters did not fit and came from malloc */
 	uintptr_t lock_addr, data_addr;  /* where the (first) lock and the counters were */
 	double elapsed;            /* seconds of the measured interval */
 	uint64_t reads, writes;    /* operations in the measured interval */

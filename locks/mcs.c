@@ -166,8 +166,8 @@
  * 2^15 counted waiters and 2^16 passive waiters per lock; the rseq grant (G1) is
  * x86_64-only (aarch64 and the generic backend grant with the exchange); at two threads
  * on two CPUs kl_mcs runs about 1.0x ck's MCS since 2026-12-05 (docs/design-adaptive.md);
- * a node is two cache lines (128 bytes). On 16 CPUs (2026-12-04) it runs 0.44-0.65x ck's MCS at 4-8
- * threads and collapses from 16 threads on (57-87 k ops/s against 3.9 M): once counting
+ * a node is two cache lines (128 bytes). On 16 CPUs (2026-12-04) it runs 0.44-0.65x
+ * ck's MCS at 4-8 threads and collapses from 16 threads on (57-87 k ops/s against 3.9 M): once counting
  * is on, far waiters that do sleep cost every hand-over a wake-up; not solved.
  */
 #include <klock/mcs.h>
