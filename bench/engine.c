@@ -45,8 +45,6 @@
 #define KB_XORSHIFT_MUL 2685821657736338717ull
 /* Fibonacci hashing constant (2^64 / golden ratio) to spread keys over stripes. */
 #define KB_FIB 11400714819323198485ull
-/* Memory slots the repeats cycle through (repeat r uses slot r % KB_SLOTS). */
-#define KB_SLOTS 8u
 /* Bytes of one slot: the engine, the counters, the locks, the thread states and the
  * workers of one run (16 KiB a worker: 1000 fit; mapped, so only the pages a run touches
  * cost). */

@@ -62,6 +62,10 @@ struct kb_config {
 	bool lockstat;
 };
 
+/* Memory slots the repeats cycle through: repeat r of every run uses slot r % KB_SLOTS
+ * (engine.c; docs/klbench.md, "Where the shared memory lies"). */
+#define KB_SLOTS 8u
+
 /* What one run measured. */
 struct kb_result {
 	struct kb_config cfg;
