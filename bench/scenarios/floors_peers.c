@@ -52,7 +52,9 @@ static double min_ratio(const struct kb_results *rs, const char *a, const char *
  * outrun one thread alone (one waits while the other holds, and a hand-over costs a
  * cache-line trip), so kl_mutex's 1-thread calls/s over pthread_mutex's duel is the most
  * that ratio can be on this machine. Where glibc's mutex keeps most of its 1-thread rate
- * in the duel (58% on the 2026-12-06 VM) that ceiling is under the 2x floor.
+ * in the duel (58% on the 2026-12-06 VM) that ceiling is under the 2x floor. kl_mutex's
+ * runs come right after the duel's, in the same process and memory slots: a bound, not a
+ * side-by-side ratio.
  */
 static void floors_peer_duel_ceiling(struct scn_ctx *x, const struct kb_results *d,
 				     unsigned reps)

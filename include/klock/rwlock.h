@@ -217,9 +217,9 @@ static inline bool kl_rwlock_write_take_(struct kl_rwlock *rw, uintptr_t me)
  * ours to do (readers asleep: the slow path may hand them the lock; misuse). The first
  * CAS expects the held word itself, a value known without reading memory: a look at the
  * word first, for the CAS's expected value, put a load the CAS had to wait for on the
- * uncontended pair's path (3.6 ns of a 10.5 ns pair on a 2026-12-06 VM; docs/
- * design-adaptive.md, "The write release's expected value"); a CAS that fails on WRWANT
- * costs a second one, only then. */
+ * uncontended pair's path (3.6 ns a pair on a 2026-12-06 VM; docs/design-adaptive.md,
+ * "The write release's expected value"). A CAS that fails on WRWANT costs a second one,
+ * only then. */
 static inline uintptr_t kl_rwlock_write_release_(struct kl_rwlock *rw, uintptr_t me)
 {
 	uintptr_t held = me | KL_RWLOCK_WRLOCK_, v = held;
