@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <klock/lockstat.h>
 #include "klbench.h"
 
 /* Cache line padding for per-worker and per-lock memory (adjacent-line prefetch pairs). */
@@ -633,10 +634,28 @@ static void verify(struct kb_engine *e, struct kb_result *r)
 		 (unsigned long long)(torn + owned));
 }
 
+/* klock's event counts over the measured interval (@a to @b) per operation; NAN for locks
+ * outside klock (@ours false), which count none. */
+static void events_per_op(struct kb_result *r, const struct kl_lock_events *a,
+			  const struct kl_lock_events *b, bool ours)
+{
+	double ops = (double)(r->reads + r->writes), cont = (double)(b->contended - a->contended);
+
+	r->fences_per_op = r->sleeps_per_op = r->kwakes_per_op = r->asleep_ho_pct = NAN;
+	if (!ours || ops == 0)
+		return;
+	r->fences_per_op = (double)(b->fences - a->fences) / ops;
+	r->sleeps_per_op = (double)(b->sleeps - a->sleeps) / ops;
+	r->kwakes_per_op = (double)(b->wakeups - a->wakeups) / ops;
+	r->asleep_ho_pct = cont > 0 ? 100.0 * (double)(b->handovers_asleep - a->handovers_asleep) /
+					      cont : 0.0;
+}
+
 static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before)
 {
 	const struct kb_config *c = e->cfg;
 	struct kb_lockstat ls = { NAN, NAN };
+	struct kl_lock_events ev0, ev1;
 	uint64_t t0, t1, rd, wr, rv0 = 0, rv1 = 0, ub0 = 0, ub1 = 0;
 	/* lockstat sees klock's locks only: for the others it would report a false 0% */
 	bool lockstat = c->lockstat && strcmp(c->ops->family, "klock") == 0;
@@ -646,12 +665,14 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	if (lockstat)
 		kb_lockstat_begin();
 	snapshot(e, &rd, &wr, before);
+	kl_lock_events(&ev0);
 	if (c->ops->bias != NULL)
 		c->ops->bias(e->locks, &rv0, &ub0);
 	t0 = kb_now_ns();
 	atomic_store_explicit(&e->phase, KB_PH_MEASURE, memory_order_relaxed);
 	kb_sleep_until(t0 + (uint64_t)(c->duration * 1e9));
 	snapshot(e, &r->reads, &r->writes, r->per_thread);
+	kl_lock_events(&ev1);
 	t1 = kb_now_ns();
 	if (c->ops->bias != NULL)
 		c->ops->bias(e->locks, &rv1, &ub1);
@@ -667,6 +688,7 @@ static int run_phases(struct kb_engine *e, struct kb_result *r, uint64_t *before
 	r->elapsed = (double)(t1 - t0) / 1e9;
 	r->lockstat_wait_pct = ls.wait_pct;
 	r->lockstat_contended_pct = ls.contended_pct;
+	events_per_op(r, &ev0, &ev1, strcmp(c->ops->family, "klock") == 0);
 	if (c->ops->bias != NULL) {
 		r->revocations_per_s = (double)(rv1 - rv0) / r->elapsed;
 		r->unbiased_pct = fmin(100, (double)(ub1 - ub0) / (double)(t1 - t0) * 100);

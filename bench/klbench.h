@@ -84,6 +84,11 @@ struct kb_result {
 	double user_s, sys_s;      /* CPU time of the workers in the interval */
 	uint64_t vcsw, ivcsw;      /* voluntary / involuntary context switches of the workers */
 	double wakes_per_acq;      /* vcsw / operations: sleeps that ended in a wake-up */
+	/* klock's own event counts (kl_lock_events()) per operation; NAN for other locks */
+	double fences_per_op;      /* heavy fences (membarrier): cost grows with the CPUs */
+	double sleeps_per_op;      /* sleeps that blocked in the kernel */
+	double kwakes_per_op;      /* wake-up calls issued */
+	double asleep_ho_pct;      /* % of contended acquisitions handed over asleep */
 	double lock_pct;           /* % of worker time inside lock calls (sampled) */
 	uint64_t retries;          /* optimistic (seqlock) read sections run again */
 	double retries_per_read;   /* retries / reads; NAN for locks that never retry */

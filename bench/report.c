@@ -127,6 +127,10 @@ static double g_sys(const struct kb_result *r) { return r->sys_s / r->elapsed; }
 static double g_vcsw(const struct kb_result *r) { return (double)r->vcsw / r->elapsed; }
 static double g_wake(const struct kb_result *r) { return r->wakes_per_acq; }
 static double g_lock(const struct kb_result *r) { return r->lock_pct; }
+static double g_fence(const struct kb_result *r) { return r->fences_per_op; }
+static double g_sleep(const struct kb_result *r) { return r->sleeps_per_op; }
+static double g_kwake(const struct kb_result *r) { return r->kwakes_per_op; }
+static double g_aho(const struct kb_result *r) { return r->asleep_ho_pct; }
 static double g_lkst(const struct kb_result *r) { return r->lockstat_wait_pct; }
 static double g_lkct(const struct kb_result *r) { return r->lockstat_contended_pct; }
 static double g_retry(const struct kb_result *r) { return r->retries_per_read; }
@@ -163,9 +167,9 @@ static void table_head(FILE *f, const struct kb_cols *k)
 		fprintf(f, " %-7s", "place");
 	if (k->table)
 		fprintf(f, " %7s", "stripes");
-	fprintf(f, " %8s %5s %7s %7s %7s %7s %5s %5s %5s %7s %8s %5s", "ops/s", "±%",
-		"p50", "p99", "p99.9", "max/min", "sd%", "usr", "sys", "vcsw/s", "wake/op",
-		"lock%");
+	fprintf(f, " %8s %5s %7s %7s %7s %7s %5s %5s %5s %7s %8s %5s %8s %8s %8s %5s", "ops/s",
+		"±%", "p50", "p99", "p99.9", "max/min", "sd%", "usr", "sys", "vcsw/s", "wake/op",
+		"lock%", "fence/op", "sleep/op", "kwake/op", "aho%");
 	if (k->lockstat)
 		fprintf(f, " %6s %6s", "wait%", "cont%");
 	if (k->retry)
@@ -179,6 +183,20 @@ static bool config_verified(const struct kb_results *rs, const struct kb_config 
 		if (kb_config_same(&rs->v[i].cfg, c) && !rs->v[i].verified)
 			return false;
 	return true;
+}
+
+/* klock's own event counts per operation (kl_lock_events()), "-" for other locks: heavy
+ * fences, sleeps, wake-ups, and the % of contended acquisitions handed over asleep. */
+static void events_cols(FILE *f, const struct kb_results *rs, const struct kb_config *c)
+{
+	double fence = kb_metric_median(rs, c, g_fence);
+
+	if (isnan(fence)) {
+		fprintf(f, " %8s %8s %8s %5s", "-", "-", "-", "-");
+		return;
+	}
+	fprintf(f, " %8.5f %8.4f %8.4f %5.2f", fence, kb_metric_median(rs, c, g_sleep),
+		kb_metric_median(rs, c, g_kwake), kb_metric_median(rs, c, g_aho));
 }
 
 static void table_row(FILE *f, const struct kb_results *rs, const struct kb_config *c,
@@ -208,6 +226,7 @@ static void table_row(FILE *f, const struct kb_results *rs, const struct kb_conf
 		p99, p999, fair, kb_metric_median(rs, c, g_fsd), kb_metric_median(rs, c, g_usr),
 		kb_metric_median(rs, c, g_sys), vcsw, kb_metric_median(rs, c, g_wake),
 		kb_metric_median(rs, c, g_lock));
+	events_cols(f, rs, c);
 	if (k->lockstat) {
 		double w = kb_metric_median(rs, c, g_lkst), ct = kb_metric_median(rs, c, g_lkct);
 
@@ -273,7 +292,8 @@ static void csv_num(FILE *f, double v)
 	"max_ns,read_p50_ns,read_p99_ns,read_p999_ns,write_p50_ns,write_p99_ns," \
 	"write_p999_ns,samples,thr_min,thr_max,fair_ratio,fair_sd_pct,user_s,sys_s,vcsw," \
 	"ivcsw,wakes_per_acq,lock_pct,lockstat_wait_pct,lockstat_contended_pct," \
-	"retries_per_read,verified"
+	"retries_per_read,fences_per_op,sleeps_per_op,kwakes_per_op,asleep_handover_pct," \
+	"verified"
 
 static void csv_row(FILE *f, const struct kb_result *r, const char *scenario)
 {
@@ -309,6 +329,10 @@ static void csv_row(FILE *f, const struct kb_result *r, const char *scenario)
 	csv_num(f, r->lockstat_wait_pct);
 	csv_num(f, r->lockstat_contended_pct);
 	csv_num(f, r->retries_per_read);
+	csv_num(f, r->fences_per_op);
+	csv_num(f, r->sleeps_per_op);
+	csv_num(f, r->kwakes_per_op);
+	csv_num(f, r->asleep_ho_pct);
 	fprintf(f, ",%s\n", r->verified ? "ok" : "FAILED");
 }
 
@@ -403,6 +427,14 @@ static void json_run(FILE *f, const struct kb_result *r)
 		"\"wakes_per_acq\": ", r->user_s, r->sys_s, (unsigned long long)r->vcsw,
 		(unsigned long long)r->ivcsw);
 	json_num(f, r->wakes_per_acq);
+	fputs(", \"fences_per_op\": ", f);
+	json_num(f, r->fences_per_op);
+	fputs(", \"sleeps_per_op\": ", f);
+	json_num(f, r->sleeps_per_op);
+	fputs(", \"kwakes_per_op\": ", f);
+	json_num(f, r->kwakes_per_op);
+	fputs(", \"asleep_handover_pct\": ", f);
+	json_num(f, r->asleep_ho_pct);
 	fputs(", \"lock_pct\": ", f);
 	json_num(f, r->lock_pct);
 	fputs(", \"lockstat_wait_pct\": ", f);

@@ -25,6 +25,7 @@
 
 #include <klock/fence.h>
 #include "fence_impl.h"
+#include "events.h"
 
 #if defined(__linux__)
 #include <linux/membarrier.h>
@@ -120,6 +121,7 @@ static KL_NOINLINE KL_COLD void membarrier_lost(void)
 void kli_fence_heavy(void)
 {
 	if (kli_fence_asym) {
+		kli_ev_count(KLI_EV_FENCE);
 		if (kl_unlikely(!membarrier_run()))
 			membarrier_lost();
 	} else {
@@ -129,6 +131,7 @@ void kli_fence_heavy(void)
 
 void kli_fence_heavy_rseq(void)
 {
+	kli_ev_count(KLI_EV_FENCE);
 	if (kl_unlikely(!membarrier_rseq_run()))
 		membarrier_lost();
 }

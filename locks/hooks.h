@@ -64,6 +64,7 @@
 
 #include "kl_internal.h"
 #include "names_impl.h"
+#include "events.h"
 
 /* The call site for hooks: the return address into the caller of the function that
  * expands it (use it only in the exported entry point; evaluate it where it is used). */
@@ -204,6 +205,9 @@ struct kli_wait {
 	uint64_t sleep_ticks; /* time spent asleep */
 	uint32_t nspin;       /* spin phases entered */
 	uint32_t nsleep;      /* sleeps */
+	uint32_t nfence;      /* heavy fences this waiter issued (lockstat on: the
+	                       * process's count at begin until kli_wait_end) */
+	bool asleep_handover; /* a FIFO lock was handed to us while we slept */
 	uint8_t phase;        /* KLI_PHASE_* */
 };
 
@@ -245,9 +249,11 @@ static inline void kli_hook_rearmed(const void *lock, enum kli_kind kind, uint64
 
 static inline void kli_wait_begin(struct kli_wait *w)
 {
+	kli_ev_count(KLI_EV_CONTENDED);
 	w->t_begin = 0;
 	w->phase = KLI_PHASE_NONE;
-	w->nspin = w->nsleep = 0;
+	w->nspin = w->nsleep = w->nfence = 0;
+	w->asleep_handover = false;
 	w->spin_ticks = w->sleep_ticks = 0;
 	if (kl_unlikely(atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)))
 		w->t_begin = w->t_mark = kl_arch_cycles();
@@ -287,6 +293,33 @@ static inline void kli_wait_sleep(struct kli_wait *w)
 	kli_wait_phase(w, KLI_PHASE_SLEEP);
 }
 
+/* The waiter issued a heavy fence (counted in the process's events by the fence itself;
+ * this charges it to the episode's lockstat row). */
+static inline void kli_wait_fenced(struct kli_wait *w)
+{
+	w->nfence++;
+}
+
+/* A FIFO lock was handed to this waiter while it slept: the hand-over waited for our
+ * wake-up (the waiter finds it out when it wakes up already the owner). */
+static inline void kli_wait_handover_asleep(struct kli_wait *w)
+{
+	kli_ev_count(KLI_EV_HANDOVER_ASLEEP);
+	w->asleep_handover = true;
+}
+
+/* Records a wake-up that an unlock of @lock issued (locks/lockstat.c; only while
+ * recording). */
+void kli_lockstat_woke(const void *lock, enum kli_kind kind);
+
+/* An unlock (or a promotion) of @lock issued a wake-up. Counted in the lock's row with no
+ * call site, as kli_hook_rearmed(): the waker has no call site of its own worth keeping. */
+static inline void kli_hook_woke(const void *lock, enum kli_kind kind)
+{
+	if (kl_unlikely(atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)))
+		kli_lockstat_woke(lock, kind);
+}
+
 static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_kind kind,
 				unsigned flags, const void *site)
 {
@@ -313,6 +346,23 @@ static inline void kli_hook_rearmed(const void *lock, enum kli_kind kind, uint64
 static inline void kli_wait_begin(struct kli_wait *w)
 {
 	(void)w;
+	kli_ev_count(KLI_EV_CONTENDED);
+}
+
+static inline void kli_wait_fenced(struct kli_wait *w)
+{
+	(void)w;
+}
+
+static inline void kli_wait_handover_asleep(struct kli_wait *w)
+{
+	(void)w;
+	kli_ev_count(KLI_EV_HANDOVER_ASLEEP);
+}
+
+static inline void kli_hook_woke(const void *lock, enum kli_kind kind)
+{
+	(void)lock, (void)kind;
 }
 
 static inline void kli_wait_spin(struct kli_wait *w)

@@ -530,6 +530,8 @@ void kli_lockstat_episode(const struct kli_ls_episode *ep, const void *lock,
 		ls_add(e, KLI_LS_SPIN_NS, ep->spin_ns);
 		ls_add(e, KLI_LS_NSLEEP, ep->nsleep);
 		ls_add(e, KLI_LS_SLEEP_NS, ep->sleep_ns);
+		ls_add(e, KLI_LS_FENCES, ep->nfence);
+		ls_add(e, KLI_LS_ASLEEP_HANDOVERS, ep->asleep_handover);
 		ls_add(e, KLI_LS_WAIT_NS, ep->wait_ns);
 		ls_max(e, KLI_LS_WAIT_MAX, ep->wait_ns);
 		ls_add(e, KLI_LS_HIST + ls_hist_bucket(ep->wait_ns), 1);
@@ -543,6 +545,8 @@ void kli_lockstat_record(const struct kli_wait *w, const void *lock, enum kli_ki
 	struct kli_ls_episode ep = {
 		.nspin = w->nspin,
 		.nsleep = w->nsleep,
+		.nfence = w->nfence,
+		.asleep_handover = w->asleep_handover,
 		.spin_ns = kli_cycles_to_ns(w->spin_ticks),
 		.sleep_ns = kli_cycles_to_ns(w->sleep_ticks),
 		.wait_ns = kli_cycles_to_ns(w->t_mark > w->t_begin ? w->t_mark - w->t_begin : 0),
@@ -580,6 +584,21 @@ void kli_lockstat_rearmed(const void *lock, enum kli_kind kind, uint64_t unbiase
 	e = ls_entry(t, lock, NULL, kli_ls_kf(kind, 0));
 	if (e != NULL)
 		ls_add(e, KLI_LS_UNBIASED_NS, unbiased_ns);
+	ls_table_leave(t);
+}
+
+/* Keyed by (lock, NULL site), as the re-arm: the waker's site is the unlock's caller,
+ * which says little about why someone slept. */
+void kli_lockstat_woke(const void *lock, enum kli_kind kind)
+{
+	struct kli_ls_table *t = ls_table_enter(kli_self());
+	struct kli_ls_entry *e;
+
+	if (t == NULL)
+		return;
+	e = ls_entry(t, lock, NULL, kli_ls_kf(kind, 0));
+	if (e != NULL)
+		ls_add(e, KLI_LS_WAKEUPS, 1);
 	ls_table_leave(t);
 }
 
@@ -1170,7 +1189,9 @@ static void ls_fill_row(struct kl_lockstat_snapshot *s, struct kl_lockstat_row *
 		.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
 		.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
 		.revocations = r->v[KLI_LS_REVOKES], .revoke_ns = r->v[KLI_LS_REVOKE_NS],
-			.unbiased_ns = r->v[KLI_LS_UNBIASED_NS],
+		.unbiased_ns = r->v[KLI_LS_UNBIASED_NS], .fences = r->v[KLI_LS_FENCES],
+		.wakeups = r->v[KLI_LS_WAKEUPS],
+		.asleep_handovers = r->v[KLI_LS_ASLEEP_HANDOVERS],
 	};
 	memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
 	s->wait_ns += o->wait_ns;

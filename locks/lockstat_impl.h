@@ -39,6 +39,9 @@ enum kli_ls_field {
 	KLI_LS_REVOKES,     /* bias revocations by this (write) site (kl_rmlock) */
 	KLI_LS_REVOKE_NS,   /* their total cost */
 	KLI_LS_UNBIASED_NS, /* completed unbiased stretches, re-arm time (NULL-site row) */
+	KLI_LS_FENCES,      /* heavy fences the episodes' waiters issued */
+	KLI_LS_WAKEUPS,     /* wake-ups issued by unlocks (NULL-site row) */
+	KLI_LS_ASLEEP_HANDOVERS, /* episodes whose FIFO hand-over came while asleep */
 	KLI_LS_HIST,        /* KL_LOCKSTAT_HIST_BUCKETS wait counts by log2(ns) from here */
 	KLI_LS_NFIELDS = KLI_LS_HIST + KL_LOCKSTAT_HIST_BUCKETS
 };
@@ -64,6 +67,8 @@ static inline uint32_t kli_ls_kf(enum kli_kind kind, unsigned flags)
  * ticks into one of these). Tests feed scripted episodes straight to kli_lockstat_episode. */
 struct kli_ls_episode {
 	uint32_t nspin, nsleep;
+	uint32_t nfence;          /* heavy fences the waiter issued */
+	bool asleep_handover;     /* a FIFO lock was handed over while the waiter slept */
 	uint64_t spin_ns, sleep_ns;
 	uint64_t wait_ns;   /* begin to end: the phases plus the bookkeeping between them */
 };

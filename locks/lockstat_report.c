@@ -150,6 +150,9 @@ static void row_add(struct kl_lockstat_row *g, const struct kl_lockstat_row *r)
 	g->revocations += r->revocations;
 	g->revoke_ns += r->revoke_ns;
 	g->unbiased_ns += r->unbiased_ns;
+	g->fences += r->fences;
+	g->wakeups += r->wakeups;
+	g->asleep_handovers += r->asleep_handovers;
 }
 
 /* A lock's rows: sorted[first .. first + n), with their total. */
@@ -686,6 +689,39 @@ static void text_revocations(FILE *f, const struct kl_lockstat_row **sorted,
 	}
 }
 
+/* "-- Costs that grow with the CPUs": per lock of the summary (in its order), the heavy
+ * fences its waiters issued, its sleeps and wake-ups, and its hand-overs to a sleeping
+ * waiter (FIFO locks), each per contended acquisition as well; nothing when no lock had
+ * any. */
+static void text_cpu_costs(FILE *f, const struct kl_lockstat_row **sorted,
+			   const struct group *g, size_t ng, const struct kl_lockstat_options *o)
+{
+	char lock[LABEL_MAX];
+	bool any = false;
+
+	for (size_t i = 0; i < ng && (o->top == 0 || i < o->top); i++) {
+		const struct kl_lockstat_row *t = &g[i].total;
+		double per = t->contended != 0 ? 1.0 / (double)t->contended : 0.0;
+
+		if (t->fences == 0 && t->sleep_count == 0 && t->wakeups == 0 &&
+		    t->asleep_handovers == 0)
+			continue;
+		if (!any)
+			fprintf(f, "\n-- Costs that grow with the CPUs (per contended acquisition)"
+				"\n\n    Fences    Sleeps   Wakeups AsleepHO  Fence/c Sleep/c  "
+				"Wake/c    AHO%% Lock                   Type\n");
+		any = true;
+		lock_label(sorted[g[i].first], lock, sizeof(lock),
+			   (o->flags & KL_LOCKSTAT_MERGE) != 0);
+		fprintf(f, "%10llu %9llu %9llu %8llu %8.4f %7.3f %7.3f %7.2f %-*s %s\n",
+			(unsigned long long)t->fences, (unsigned long long)t->sleep_count,
+			(unsigned long long)t->wakeups, (unsigned long long)t->asleep_handovers,
+			(double)t->fences * per, (double)t->sleep_count * per,
+			(double)t->wakeups * per, 100.0 * (double)t->asleep_handovers * per,
+			LOCK_COL, lock, t->kind);
+	}
+}
+
 /* "-- Holders": per lock of the summary (in its order), the waits charged to the site
  * where the holder had acquired it (struct kl_lockstat_holder says which holder). */
 static int text_holders(FILE *f, const struct kl_lockstat_snapshot *s,
@@ -815,6 +851,8 @@ static int text_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		text_summary(f, sorted, g, ng, s, o);
 	if (err == 0 && ng > 0)
 		text_revocations(f, sorted, g, ng, o);   /* in the summary's order */
+	if (err == 0 && ng > 0)
+		text_cpu_costs(f, sorted, g, ng, o);
 	if (err == 0 && ng > 0 && s->nholders > 0)
 		err = text_holders(f, s, sorted, g, ng, o);
 	if (err == 0 && ng > 0 && s->nstacks > 0)
@@ -871,15 +909,25 @@ static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool
 	json_opt_u64(f, "hold_ns", r->hold_ns, hold, ", ");
 	json_opt_u64(f, "hold_max_ns", r->hold_max_ns, hold, ", ");
 	json_opt_u64(f, "hold_min_ns", r->hold_min_ns, hold, ", ");
-	fprintf(f, "\"revocations\": %llu, \"revoke_ns\": %llu, \"unbiased_ns\": %llu",
+	fprintf(f, "\"revocations\": %llu, \"revoke_ns\": %llu, \"unbiased_ns\": %llu, "
+		"\"fences\": %llu, \"wakeups\": %llu, \"asleep_handovers\": %llu",
 		(unsigned long long)r->revocations, (unsigned long long)r->revoke_ns,
-		(unsigned long long)r->unbiased_ns);
+		(unsigned long long)r->unbiased_ns, (unsigned long long)r->fences,
+		(unsigned long long)r->wakeups, (unsigned long long)r->asleep_handovers);
 	if (!hist)
 		return;
 	fputs(", \"wait_hist\": [", f);
 	for (unsigned b = 0; b < KL_LOCKSTAT_HIST_BUCKETS; b++)
 		fprintf(f, "%s%llu", b ? ", " : "", (unsigned long long)r->wait_hist[b]);
 	fputc(']', f);
+}
+
+/* A row that only carries the wake-ups of the lock's unlocks (no call site, nothing else):
+ * counted in its lock's totals, never listed as a caller. */
+static bool row_wakeups_only(const struct kl_lockstat_row *r)
+{
+	return r->caller == NULL && r->contended == 0 && r->failed == 0 &&
+	       r->acquisitions == 0 && r->revocations == 0 && r->unbiased_ns == 0;
 }
 
 static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
@@ -896,10 +944,12 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		c[i] = (struct caller_sort){ sorted[g->first + i],
 					     wait_key(sorted[g->first + i], rk) };
 	qsort(c, g->n, sizeof(*c), cmp_caller);
-	for (size_t i = 0; i < g->n; i++) {
+	for (size_t i = 0, shown = 0; i < g->n; i++) {
+		if (row_wakeups_only(c[i].row))
+			continue;
 		caller_label(c[i].row->caller, label, sizeof(label), &named, &obj);
 		fold_label(label, fold);
-		fprintf(f, "%s\n        {\"caller\": \"0x%lx\", \"symbol\": ", i ? "," : "",
+		fprintf(f, "%s\n        {\"caller\": \"0x%lx\", \"symbol\": ", shown++ ? "," : "",
 			(unsigned long)(uintptr_t)c[i].row->caller);
 		json_str(f, named ? label : NULL);
 		fputs(", \"object\": ", f);

@@ -510,7 +510,8 @@ static bool mtx_release_slow(struct kl_mutex *m, kli_owner_t me, const void *sit
 		}
 		if (v & KLI_MTX_PARKED) {
 			atomic_thread_fence(memory_order_acquire); /* P2: pairs with P1 */
-			kli_unpark_one(kli_mtx_key(m), mtx_unpark_cb, m);
+			if (kli_unpark_one(kli_mtx_key(m), mtx_unpark_cb, m))
+				kli_hook_woke(m, MTX_KIND);
 			return true;
 		}
 		/* M2 (slow path): release; only SPINNER is left to keep. */

@@ -373,6 +373,7 @@ static void rw_wake_writer(struct kl_rwlock *rw)
 							memory_order_seq_cst,
 							memory_order_relaxed));
 	kl_wake(&rw->wwait, 1);
+	kli_hook_woke(rw, RW_KIND);
 }
 
 /* A writer stops counting itself asleep; wake-ups on their way stay at most one per
@@ -395,6 +396,7 @@ static void rw_wake_readers(struct kl_rwlock *rw)
 {
 	atomic_fetch_add_explicit(&rw->rseq, 1, memory_order_release);
 	kl_wake(&rw->rseq, KL_WAKE_ALL);
+	kli_hook_woke(rw, RW_KIND);
 }
 
 /* ---- reader bias ----------------------------------------------------------------------- */

@@ -18,6 +18,7 @@
 
 #include <klock/wait.h>
 #include "kl_internal.h"
+#include "events.h"
 
 static long sys_futex(const volatile void *addr, int op, uint32_t val,
 		      const struct timespec *ts, uint32_t val3)
@@ -36,12 +37,16 @@ static int futex_wait_abs(const _Atomic uint32_t *addr, uint32_t expected,
 	for (;;) {
 		if (atomic_load_explicit(addr, memory_order_relaxed) != expected)
 			break;
-		if (sys_futex(addr, op, expected, abstime, FUTEX_BITSET_MATCH_ANY) == 0)
+		if (sys_futex(addr, op, expected, abstime, FUTEX_BITSET_MATCH_ANY) == 0) {
+			kli_ev_count(KLI_EV_SLEEP); /* blocked until woken */
 			break;
+		}
 		if (errno == EINTR)
 			continue;       /* a signal handler ran: same deadline, wait again */
-		if (errno == ETIMEDOUT)
+		if (errno == ETIMEDOUT) {
+			kli_ev_count(KLI_EV_SLEEP); /* blocked until the deadline */
 			ret = ETIMEDOUT;
+		}
 		break;                  /* EAGAIN: *addr != expected when the kernel looked */
 	}
 	errno = saved;
@@ -63,7 +68,10 @@ int kli_wait_realtime(const _Atomic uint32_t *addr, uint32_t expected,
 int kl_wake(const _Atomic uint32_t *addr, int n)
 {
 	int saved = errno;
-	long r = sys_futex(addr, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, (uint32_t)n, NULL, 0);
+	long r;
+
+	kli_ev_count(KLI_EV_WAKE);
+	r = sys_futex(addr, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, (uint32_t)n, NULL, 0);
 
 	errno = saved;
 	return r < 0 ? 0 : (int)r;

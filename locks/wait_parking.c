@@ -22,6 +22,7 @@
 
 #include <klock/wait.h>
 #include "kl_internal.h"
+#include "events.h"
 
 /* Buckets in the table (power of two); collisions only cost a longer queue walk. */
 #define PARK_BUCKETS 256u
@@ -131,6 +132,7 @@ int kl_wait(const _Atomic uint32_t *addr, uint32_t expected, const struct timesp
 	pthread_cond_init(&w.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	waiter_append(b, &w);
+	kli_ev_count(KLI_EV_SLEEP);
 	ret = park_sleep(b, &w, abstime);
 	pthread_mutex_unlock(&b->lock);
 	pthread_cond_destroy(&w.cond);
@@ -169,6 +171,7 @@ int kl_wake(const _Atomic uint32_t *addr, int n)
 	struct park_waiter *w, *next;
 	int woken = 0;
 
+	kli_ev_count(KLI_EV_WAKE);
 	pthread_mutex_lock(&b->lock); /* P1: the caller's store to *addr precedes our unlock */
 	for (w = b->head; w != NULL && woken < n; w = next) {
 		next = w->next;

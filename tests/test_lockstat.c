@@ -109,6 +109,9 @@ static struct kl_lockstat_row lock_total(const struct kl_lockstat_snapshot *s, c
 		t.wait_ns += r->wait_ns;
 		t.acquisitions += r->acquisitions;
 		t.hold_ns += r->hold_ns;
+		t.fences += r->fences;
+		t.wakeups += r->wakeups;
+		t.asleep_handovers += r->asleep_handovers;
 		if (r->wait_max_ns > t.wait_max_ns)
 			t.wait_max_ns = r->wait_max_ns;
 		if (r->hold_max_ns > t.hold_max_ns)
@@ -619,10 +622,13 @@ static void test_lockstat_real_kl_mutex_holder_and_waiter(void **state)
 	assert_int_equal(pthread_join(w, NULL), 0);
 	assert_int_equal(kl_lockstat_snapshot(&s), 0);
 	t = lock_total(&s, &real_mutex);
-	/* one row (the waiter's); hold-time builds also count the holder's acquisition */
-	assert_int_equal(rows_of(&s, &real_mutex), 1 + KLOCK_LOCKSTAT_HOLD);
+	/* the waiter's row and the unlock's wake-up (a row with no call site); hold-time
+	 * builds also count the holder's acquisition */
+	assert_int_equal(rows_of(&s, &real_mutex), 2 + KLOCK_LOCKSTAT_HOLD);
 	assert_int_equal(t.contended, 1);
 	assert_true(t.sleep_count >= 1);
+	assert_int_equal(t.wakeups, 1); /* the unlock woke the parked waiter, once */
+	assert_int_equal(t.fences, 0);  /* kl_mutex never issues a heavy fence */
 	assert_true(t.wait_ns >= CALIB_LOW(SLEEP_MS * NS_PER_MS));         /* never early */
 	assert_true(CALIB_LOW(t.wait_ns) <= (uint64_t)atomic_load(&waiter_took_ns));
 	assert_true(t.wait_ns <= SLEEP_MS * NS_PER_MS + LATE_NS);           /* late, within */

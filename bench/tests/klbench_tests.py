@@ -31,7 +31,8 @@ CSV_COLUMNS = ("scenario,lock,family,threads,write_pct,cs,think,placement,worklo
                "p999_ns,max_ns,read_p50_ns,read_p99_ns,read_p999_ns,write_p50_ns,"
                "write_p99_ns,write_p999_ns,samples,thr_min,thr_max,fair_ratio,"
                "fair_sd_pct,user_s,sys_s,vcsw,ivcsw,wakes_per_acq,lock_pct,"
-               "lockstat_wait_pct,lockstat_contended_pct,retries_per_read,verified").split(",")
+               "lockstat_wait_pct,lockstat_contended_pct,retries_per_read,fences_per_op,"
+               "sleeps_per_op,kwakes_per_op,asleep_handover_pct,verified").split(",")
 
 
 def klb(kb, *args, env=None):
@@ -167,7 +168,8 @@ def test_output(kb):
         run = doc["runs"][0]
         for key in ("lock", "threads", "write_pct", "ops_per_s", "read_latency_ns",
                     "write_latency_ns", "fairness", "user_s", "sys_s", "vcsw", "ivcsw",
-                    "wakes_per_acq", "lock_pct", "verified"):
+                    "wakes_per_acq", "fences_per_op", "sleeps_per_op", "kwakes_per_op",
+                    "asleep_handover_pct", "lock_pct", "verified"):
             if key not in run:
                 return fail(f"JSON run lacks '{key}'")
         if len(run["fairness"]["per_thread_ops"]) != run["threads"]:

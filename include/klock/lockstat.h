@@ -97,6 +97,12 @@ struct kl_lockstat_row {
 	uint64_t unbiased_ns;    /* read-mostly locks: time spent unbiased (readers fenced),
 	                          * completed stretches only (revocation to re-arm), in the
 	                          * row with no call site (caller NULL); else 0 */
+	uint64_t fences;         /* heavy fences (membarrier) the waiters issued: a cost that
+	                          * grows with the CPUs (struct kl_lock_events) */
+	uint64_t wakeups;        /* wake-ups the lock's unlocks issued, in the row with no
+	                          * call site (caller NULL) */
+	uint64_t asleep_handovers; /* contended acquisitions of a FIFO lock (kl_ticket,
+	                          * kl_mcs) handed over while the waiter slept */
 };
 
 /*
@@ -219,6 +225,34 @@ KL_API int kl_lockstat_report_snapshot(FILE *f, const struct kl_lockstat_snapsho
  */
 KL_API int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
 	KL_NONNULL(1, 2);
+
+/* ---- event counts: what grows with the CPU count ------------------------------------ */
+
+/*
+ * The process's lock events since it started, summed over every klock lock and thread.
+ * Counted always, on slow paths only (also in -Dlockstat=false builds, and whether or not
+ * lockstat records): these are the costs that grow with the machine. A heavy fence is a
+ * membarrier(2), which interrupts every CPU running one of the process's threads; a sleep
+ * and a wake-up are each a system call; a hand-over to a sleeper makes the whole queue
+ * wait for a wake-up. Divide by the acquisitions of a run (klbench prints them per
+ * operation) to compare locks on a small machine by what they will cost on a large one.
+ */
+struct kl_lock_events {
+	uint64_t contended;        /* acquisitions that took a slow path (waited) */
+	uint64_t fences;           /* heavy fences issued (membarrier system calls) */
+	uint64_t sleeps;           /* sleeps that blocked in the kernel */
+	uint64_t wakeups;          /* wake-up calls issued */
+	uint64_t handovers_asleep; /* FIFO locks (kl_ticket, kl_mcs): the lock was handed to
+	                            * a waiter that was still asleep, so the hand-over waited
+	                            * for its wake-up */
+};
+
+/**
+ * kl_lock_events - fill @ev with the counts so far (monotonic: subtract two readings to
+ * count a stretch). A racy sum while threads count; exact once they are quiet.
+ * Thread-safe, never blocks, async-signal-safe.
+ */
+KL_API void kl_lock_events(struct kl_lock_events *ev) KL_NONNULL(1);
 
 KL_END_DECLS
 
