@@ -119,19 +119,30 @@
  *       before it sleeps. A G1 that read the flag's 1 has then either committed (its
  *       GRANTED is visible: the futex wait, which expects SLEEPING, returns at once) or
  *       been restarted (it reads 0 and takes the exchange, which sees SLEEPING, and the
- *       wake-up); a G1 that committed before the CAS makes the CAS fail. G2 costs a
- *       membarrier per sleep of a waiter near the lock (after MCS_NEAR_AWAKE_NS awake);
- *       waiters further back keep the flag at 0 and sleep without one. The flag has a
+ *       wake-up); a G1 that committed before the CAS makes the CAS fail. G2 is a
+ *       membarrier, an interrupt to every CPU running one of our threads, so it must
+ *       stay rare: only a waiter near the lock with its flag at 1 runs it (after
+ *       MCS_NEAR_AWAKE_NS awake), a waiter that slept keeps its flag at 0 for the rest of
+ *       its wait, and a thread that ran G2 keeps it at 0 for its next MCS_CALM_WAITS
+ *       waits (exchange grants, sleeps without G2): at most one G2 per thread per
+ *       MCS_CALM_WAITS waits. Waiters further back keep the flag at 0 and sleep without
+ *       one. The flag has a
  *       cache line of its own because the grant's read of the locked word itself
  *       (8e94b75-1a4963b) cost the hand-over a coherence transaction: the granter's read
  *       pulled the spinning waiter's line shared, and its store then had to invalidate
  *       the waiter's copy - two trips where ck's plain store makes one
  *   C6  acquire load of our next link (unlock, mcs_promote)   pairs with C2
- *   S1/S2 asymmetric pair, passive waiters: the waiter adds itself to crowd and issues
- *       the heavy fence (S1) before its validate reads tail; the unlock that swings tail
- *       to 0 (C3) takes the light fence (S2) and loads crowd. Either it sees the passive
- *       waiter and unparks one, or the waiter sees the lock free and does not sleep (its
- *       timeout would bound the wait anyway). The uncontended unlock stays CAS + one load.
+ *   P1-P4 store buffering, passive waiters, all seq_cst: the waiter adds itself to crowd
+ *       (P1, an RMW) before its validate reads tail (P2); the unlock that swings tail to 0
+ *       (C3 as P3, a CAS) then loads crowd (P4). In the single order of seq_cst
+ *       operations one of P2/P3 comes first: P3 first and the waiter sees the lock free
+ *       and does not sleep; P2 first, so P1 precedes P4, which sees the passive waiter,
+ *       and the unlock unparks one (its timeout would bound the wait anyway). No heavy
+ *       fence: an asymmetric pair (a membarrier per passive wait against a light fence
+ *       in the unlock) would interrupt every CPU running one of our threads each time a
+ *       waiter goes passive, a cost that grows with the machine; and the unlock's C3 is an
+ *       RMW anyway, a full barrier on x86, where seq_cst costs it nothing (LOCK CMPXCHG
+ *       either way, and a plain load).
  *       Turning counting off at the drain is a CAS from exactly MCS_COUNTING: it fails
  *       for a passive waiter that added itself meanwhile (the unlock then unparks one),
  *       and a passive waiter that adds itself after it finds counting off in its
@@ -149,8 +160,8 @@
  * docs/design-adaptive.md). crowd not 0 calls kl_mcs_lock(), which initialises the node
  * again and takes the gate and the count.
  * The unlock without a successor is inline too: a relaxed look at the node's link (only
- * tested for zero, never followed), C3 as the CAS, S2 (the light half read from
- * kl_fence_asym_) and the load of crowd, calling kl_mcs_unlocked_crowd_() only when
+ * tested for zero, never followed), C3 as the CAS (seq_cst: P3) and the seq_cst load of
+ * crowd (P4), calling kl_mcs_unlocked_crowd_() only when
  * counting is on or passive waiters sleep; a successor, linked or linking in, is
  * kl_mcs_unlock()'s (it reads the link again, with C6). klbench latency: 7.9 ns a pair
  * through the library, 4.9-5.5 ns inline, as ck's MCS (4.7-6.0 ns).
@@ -219,6 +230,14 @@
 
 /* node.awake: the waiter runs G2 before it sleeps (any other value: it may not). */
 #define MCS_AWAKE 1u
+/* After a G2, this thread's next waits keep node.awake at 0 (their grants are exchanges,
+ * their sleeps need no G2): a thread whose near wait outlasted MCS_NEAR_AWAKE_NS is in a
+ * regime of long holds or preempted holders and will likely sleep again. So a thread
+ * issues at most one G2 per this many waits. */
+#define MCS_CALM_WAITS 4096u
+
+/* Waits left before this thread's nodes may set node.awake again (0: they may). */
+static __thread uint32_t mcs_stirred __attribute__((tls_model("initial-exec")));
 
 /* A link's flags need spare low bits in node addresses. */
 _Static_assert(_Alignof(struct kl_mcs_node) > MCS_LINK_FLAGS, "a link's flags need aligned nodes");
@@ -241,7 +260,7 @@ static uint32_t mcs_rank_behind(uint32_t prev)
  * MCS_NEXT), waking it if it sleeps. Only our successor's node is ours to touch: it
  * cannot be granted, so cannot leave, before we are done. A successor still linking in
  * reads our own state instead (mcs_rank_behind); one that misses both only loses the hint. */
-static void mcs_promote(struct kl_mcs_node *n, uint32_t to)
+static void mcs_promote(struct kl_mcs *l, struct kl_mcs_node *n, uint32_t to)
 {
 	uintptr_t link = atomic_load_explicit(&n->next, memory_order_acquire); /* C6 */
 	struct kl_mcs_node *next = link_node(link);
@@ -255,8 +274,10 @@ static void mcs_promote(struct kl_mcs_node *n, uint32_t to)
 			return;
 	} while (!atomic_compare_exchange_weak_explicit(&next->locked, &v, to,
 							memory_order_relaxed, memory_order_relaxed));
-	if (v == MCS_SLEEPING)
+	if (v == MCS_SLEEPING) {
 		kl_wake(&next->locked, 1);
+		kli_hook_woke(l, MCS_KIND);
+	}
 }
 /* What kl_mcs_destroy() leaves in tail: not a node address (odd). */
 #define MCS_POISON ((uintptr_t)0xdeadbeefu)
@@ -320,9 +341,13 @@ static uint32_t mcs_pause(struct kl_mcs_node *n, uint32_t v, bool awake, struct 
 		    atomic_load_explicit(&n->awake, memory_order_relaxed) == MCS_AWAKE) {
 			mcs_set_awake(n, false);
 			kli_fence_heavy_rseq(); /* G2: pairs with G1 in mcs_grant() */
+			kli_wait_fenced(w);
+			mcs_stirred = MCS_CALM_WAITS;
 		}
 		kli_wait_sleep(w);
 		kl_wait(&n->locked, MCS_SLEEPING, NULL);
+		if (atomic_load_explicit(&n->locked, memory_order_relaxed) == MCS_GRANTED)
+			kli_wait_handover_asleep(w); /* granted while asleep: it waited for us */
 		kli_wait_spin(w);
 		return MCS_SLEEPING;
 	}
@@ -336,16 +361,25 @@ static bool mcs_full(uint32_t crowd)
 	return (crowd & MCS_COUNTING) && (crowd & MCS_QUEUED_MASK) + 1 >= kli_crowd_max;
 }
 
+/* Does @crowd say more threads want the lock than we have CPUs: passive waiters, or more
+ * counted than the gate admits? (mcs_full() is one fewer: a queue exactly as long as the
+ * CPUs fits on them, and its far waiters should spin, not sleep.) */
+static bool mcs_over(uint32_t crowd)
+{
+	return (crowd & MCS_COUNTING) &&
+	       (crowd >= MCS_PASSIVE_ONE || (crowd & MCS_QUEUED_MASK) + 1 > kli_crowd_max);
+}
+
 /* How long a waiter of @rank spins before it yields or sleeps: the two nearest the lock
- * MCS_SPIN_NS; one further back the same unless the queue is full (then the CPUs are
- * short: a short poll, MCS_QUEUE_SPIN_NS). Counting alone does not shorten it: it stays
+ * MCS_SPIN_NS; one further back the same unless threads outnumber the CPUs (mcs_over():
+ * then a short poll, MCS_QUEUE_SPIN_NS). Counting alone does not shorten it: it stays
  * on while the lock never drains, and a far waiter that sleeps costs every hand-over a
  * wake-up (16 CPUs, 4 threads: 140-160 k ops/s against ck's 3.9 M). */
 static uint64_t mcs_spin_budget(const struct kl_mcs *l, uint32_t rank)
 {
 	if (rank != MCS_WAITING)
 		return MCS_SPIN_NS;
-	return mcs_full(atomic_load_explicit(&l->crowd, memory_order_relaxed)) ?
+	return mcs_over(atomic_load_explicit(&l->crowd, memory_order_relaxed)) ?
 		       MCS_QUEUE_SPIN_NS : MCS_SPIN_NS;
 }
 
@@ -370,7 +404,7 @@ static uint32_t mcs_link(struct kl_mcs_node *n, struct kl_mcs_node *prev, uintpt
 
 	/* nobody else writes it yet */
 	atomic_store_explicit(&n->locked, rank, memory_order_relaxed);
-	mcs_set_awake(n, rank != MCS_WAITING);
+	mcs_set_awake(n, rank != MCS_WAITING && mcs_stirred == 0);
 	/* C2: release, pairs with C6 in the predecessor's unlock. */
 	atomic_store_explicit(&prev->next,
 			      (uintptr_t)n | counted | (rank == MCS_NEXT ? MCS_LINK_NEXT : 0),
@@ -384,19 +418,20 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n, uint32_t r
 {
 	uint32_t v, seen = rank;
 	struct kli_spin s, awake;
+	bool slept = false; /* once asleep, we keep the exchange grant: one G2 per wait */
 
 	kli_wait_spin(w);
 	if (rank == MCS_NEXT)
-		mcs_promote(n, MCS_NEAR);
+		mcs_promote(l, n, MCS_NEAR);
 	kli_spin_start(&s, mcs_spin_budget(l, rank));
 	kli_spin_start(&awake, MCS_NEAR_AWAKE_NS);
 	/* C4: acquire, pairs with C5 in the predecessor's hand-over. */
 	while ((v = atomic_load_explicit(&n->locked, memory_order_acquire)) != MCS_GRANTED) {
 		if ((v == MCS_NEXT || v == MCS_NEAR) && v != seen) { /* promoted (or woken so) */
 			seen = rank = v;
-			mcs_set_awake(n, true);
+			mcs_set_awake(n, !slept && mcs_stirred == 0);
 			if (rank == MCS_NEXT)
-				mcs_promote(n, MCS_NEAR);
+				mcs_promote(l, n, MCS_NEAR);
 			kli_spin_start(&s, MCS_SPIN_NS);
 			kli_spin_start(&awake, MCS_NEAR_AWAKE_NS);
 		}
@@ -404,9 +439,12 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n, uint32_t r
 			continue;
 		mcs_counting_on(l);
 		seen = mcs_pause(n, v, rank != MCS_WAITING && !kli_spin_expired(&awake), w);
+		slept |= seen == MCS_SLEEPING;
 		kli_spin_start(&s, mcs_spin_budget(l, rank));
 	}
-	mcs_promote(n, MCS_NEXT); /* we hold the lock: our successor is next */
+	mcs_promote(l, n, MCS_NEXT); /* we hold the lock: our successor is next */
+	if (mcs_stirred != 0)
+		mcs_stirred--;
 }
 
 /* Queued uncounted behind @prev (lost the race to a free lock, or klock/mcs.h's inline
@@ -429,7 +467,8 @@ static bool mcs_crowded(void *arg)
 	struct kl_mcs *l = arg;
 	uint32_t c;
 
-	if (atomic_load_explicit(&l->tail, memory_order_relaxed) == 0)
+	/* P2 (seq_cst): pairs with P1 and P3, see the top */
+	if (atomic_load_explicit(&l->tail, memory_order_seq_cst) == 0)
 		return false;
 	c = atomic_load_explicit(&l->crowd, memory_order_relaxed);
 	return mcs_full(c);
@@ -460,8 +499,8 @@ static void mcs_wait_passive(struct kl_mcs *l, struct kli_wait *w)
 
 	kli_wait_sleep(w);
 	kli_deadline_after(&until, MCS_ROTATE_NS);
-	atomic_fetch_add_explicit(&l->crowd, MCS_PASSIVE_ONE, memory_order_relaxed);
-	kli_fence_heavy(); /* S1: pairs with S2 in kl_mcs_unlock() and its inline copy */
+	/* P1 (seq_cst): pairs with P3/P4 in kl_mcs_unlock() and its inline copy */
+	atomic_fetch_add_explicit(&l->crowd, MCS_PASSIVE_ONE, memory_order_seq_cst);
 	kli_park(&req, &token);
 	atomic_fetch_sub_explicit(&l->crowd, MCS_PASSIVE_ONE, memory_order_relaxed);
 }
@@ -504,11 +543,11 @@ static KL_NOINLINE void mcs_unlocked_crowd(struct kl_mcs *l)
 	if (atomic_compare_exchange_strong_explicit(&l->crowd, &c, 0, memory_order_relaxed,
 						    memory_order_relaxed))
 		return;
-	if (c >= MCS_PASSIVE_ONE)
-		kli_unpark_one(&l->crowd, NULL, NULL);
+	if (c >= MCS_PASSIVE_ONE && kli_unpark_one(&l->crowd, NULL, NULL))
+		kli_hook_woke(l, MCS_KIND);
 }
 
-/* klock/mcs.h's inline unlock did C3, S2 and the load; it found counting on or passive
+/* klock/mcs.h's inline unlock did C3 and P4; it found counting on or passive
  * waiters. */
 void kl_mcs_unlocked_crowd_(struct kl_mcs *l)
 {
@@ -609,17 +648,19 @@ static uintptr_t mcs_wait_next(struct kl_mcs_node *n)
  * no store-buffer drain, and no read of the line it spins on); any other, or without
  * rseq, an exchange, whose old value says whether it sleeps (its node may be gone once
  * it sees GRANTED: a late kl_wake() on it is harmless, as with futexes). */
-static void mcs_grant(struct kl_mcs_node *next)
+static bool mcs_grant(struct kl_mcs_node *next)
 {
 #if KL_ARCH_HAVE_RSEQ_STORE
 	/* G1: pairs with G2 in mcs_pause() (asymmetric: membarrier RSEQ on the waiter) */
 	if (kl_arch_rseq_store_in(mcs_rseq_off, (const uint32_t *)&next->awake, MCS_AWAKE, 0,
 				  (uint32_t *)&next->locked, MCS_GRANTED))
-		return;
+		return false;
 #endif
-	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) ==
+	if (atomic_exchange_explicit(&next->locked, MCS_GRANTED, memory_order_release) !=
 	    MCS_SLEEPING)
-		kl_wake(&next->locked, 1);
+		return false;
+	kl_wake(&next->locked, 1);
+	return true;
 }
 
 /* Unlock with a successor (@link, or one still linking in when 0): grant it. */
@@ -632,7 +673,8 @@ static KL_NOINLINE void mcs_hand_over(struct kl_mcs *l, struct kl_mcs_node *n, u
 	next = link_node(link);
 	if (link & MCS_LINK_COUNTED) /* before the grant: the lock may be gone after it */
 		atomic_fetch_sub_explicit(&l->crowd, 1, memory_order_relaxed);
-	mcs_grant(next);
+	if (mcs_grant(next))
+		kli_hook_woke(l, MCS_KIND); /* @l may be gone: lockstat only keys by address */
 	kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);
 }
 
@@ -649,12 +691,13 @@ void (kl_mcs_unlock)(struct kl_mcs *l, struct kl_mcs_node *n)
 	if (link == 0) {
 		uintptr_t expect = (uintptr_t)n;
 
-		/* C3: release, pairs with C1 of the next locker. */
+		/* C3 = P3: seq_cst (release half pairs with C1 of the next locker; seq_cst
+		 * with P1/P2 of a passive waiter). */
 		if (kl_likely(atomic_compare_exchange_strong_explicit(&l->tail, &expect, 0,
-								      memory_order_release,
+								      memory_order_seq_cst,
 								      memory_order_relaxed))) {
-			kli_fence_light(); /* S2: pairs with S1 in mcs_wait_passive() */
-			if (kl_unlikely(atomic_load_explicit(&l->crowd, memory_order_relaxed) >=
+			/* P4 (seq_cst): pairs with P1 in mcs_wait_passive() */
+			if (kl_unlikely(atomic_load_explicit(&l->crowd, memory_order_seq_cst) >=
 					MCS_COUNTING))
 				mcs_unlocked_crowd(l);
 			kli_hook_released(l, MCS_KIND, KLI_HF_SPIN);

@@ -17,8 +17,12 @@
  *             bits 14-15: the same for the next in line, asleep after its awake budget
  *             (at most 2 at once: the ticket just served, woken but not yet running, and
  *             the new next - a third can only become next once the first has unlocked);
- *             bits 16-31: passive waiters (no ticket yet) parked on &sleepers - one word,
- *             so the uncontended unlock asks "anyone asleep?" with one load
+ *             bits 16-30: passive waiters (no ticket yet) parked on &sleepers - one word,
+ *             so the uncontended unlock asks "anyone asleep?" with one load;
+ *             bit 31 TICKET_FENCED: the fenced mode (below): a sleeper needs no heavy
+ *             fence, and every unlock takes the library's RMW on this word
+ *   quiet     fenced mode: unlocks in a row that found no sleeper (holders only; racy
+ *             by design, nothing but the mode's end rests on it)
  *   holder    debug builds only: the holder's record (locks/lockdebug.h)
  * Invariants: owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
  * owner. A waiter further back parks only while its ticket is at least two places from
@@ -34,7 +38,9 @@
  * to the preempted thread - for TICKET_NEXT_AWAKE_NS in all, then it sleeps until served
  * (a lock held for seconds costs its waiters no CPU; until 2026-12 the next in line
  * yielded for ever: 2.4 s of CPU in a 3 s wait under the interposer); the others spin
- * (TICKET_SPIN_NS while the queue fits on the CPUs, TICKET_QUEUE_SPIN_NS beyond) and then
+ * (TICKET_SPIN_NS while the queue fits on the CPUs, the budget starting again each time
+ * the queue moves, so a waiter sleeps only when the queue has stalled that long;
+ * TICKET_QUEUE_SPIN_NS beyond) and then
  * sleep in the parking lot until their turn is next (TWA, Dice & Kogan
  * 2019, with the parking lot as the waiting array).
  * That alone still pays a wake-up per hand-over once more threads queue than there are
@@ -65,6 +71,26 @@
  *       the gate's validate reads owner and next; the unlock that empties the queue (owner
  *       == next after T3) sees the count and unparks one, or the waiter sees the room.
  *       Nothing rests on it but latency: a passive waiter also wakes by its timeout.
+ *   F1/F2 the fenced mode: one heavy fence per contention episode, not one per sleep. A
+ *       membarrier interrupts every CPU that runs one of our threads, so S1 per sleep cost
+ *       a contended lock more with each CPU (on 16 CPUs, 8-11 CPUs of system time). The
+ *       first sleeper that finds TICKET_FENCED clear issues S1, then sets TICKET_FENCED
+ *       (F1: release fetch-or). A later sleeper's count RMW (acq_rel) that returns
+ *       TICKET_FENCED (F2: acquire, pairs with F1) skips S1: the membarrier it would have
+ *       issued has already run, after the first sleeper's count was in the word, so every
+ *       unlock either stored owner before that membarrier's barrier on its CPU (then every
+ *       validate after it sees the new owner) or loads sleepers after it and finds it
+ *       non-zero (a count is in from before the membarrier until TICKET_FENCED is set,
+ *       and TICKET_FENCED stays until the word holds nothing else). A non-zero word sends
+ *       the unlock to ticket_wake(), whose first step is an acq_rel RMW on sleepers (W1).
+ *       W1 and a sleeper's count RMW are ordered in the word's modification order: W1
+ *       first, and the sleeper's RMW reads from W1's release sequence, so T3 happens-
+ *       before its validate, which sees itself served; the count first, and W1 returns
+ *       it, so the unlock wakes it (under the bucket lock, against its validate).
+ *       The mode ends after TICKET_FENCED_QUIET unlocks in a row whose W1 found nothing
+ *       but the flag: a CAS from exactly TICKET_FENCED to 0, which fails if a sleeper
+ *       counted itself meanwhile; a sleeper whose RMW comes after the CAS finds the flag
+ *       clear and issues S1 itself.
  *   Trylock: T2 (acquire load of owner), then a CAS next: owner -> owner + 1, which
  *   succeeds only if no ticket was taken since, so the owner value read is current.
  *
@@ -78,14 +104,17 @@
  * ticket_wake()). klbench latency, a pair: 7.9 ns through the library, 5.3 ns with the
  * lock inline, 4.0-4.5 ns with both inline; ck's ticket 7.4-8.0 ns.
  *
- * Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
- * two loads). Cons: every awake waiter polls one line (O(waiters) traffic per release);
+ * Pros: 16 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
+ * two loads); at most one heavy fence per contention episode (F1/F2), so no cost on the
+ * contended path grows with the CPUs. Cons: for TICKET_FENCED_QUIET unlocks after a
+ * sleep, every unlock calls into the library for one RMW on the lock's line; every awake waiter polls one line (O(waiters) traffic per release);
  * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
  * waking a sleeper costs a system call in the unlock that makes it next (and a hold
  * longer than TICKET_NEXT_AWAKE_NS one more, in the unlock that serves it); the crowding
  * check adds two loads of the lock's own line and a compare to the uncontended lock;
- * oversubscribed, fairness is long-term (rotation period), not per acquisition. Limits:
- * fewer than 2^14 ticket holders asleep further back and 2^16 passive waiters per lock.
+ * oversubscribed, fairness is long-term (rotation period), not per acquisition (among
+ * ticket holders it is strict FIFO: nobody is passed). Limits:
+ * fewer than 2^14 ticket holders asleep further back and 2^15 passive waiters per lock.
  */
 #include "ticket_impl.h"
 #include "fence_impl.h"
@@ -118,8 +147,13 @@
  * (bits 0-13) and asleep next in line (bits 14-15: at most 2 at once, see the top). */
 #define TICKET_PASSIVE_ONE (1u << 16)
 #define TICKET_NEXT_ONE (1u << 14)
+#define TICKET_FENCED (1u << 31)
 #define TICKET_FAR_MASK (TICKET_NEXT_ONE - 1u)
 #define TICKET_NEXT_MASK (TICKET_PASSIVE_ONE - TICKET_NEXT_ONE)
+/* Fenced mode: unlocks in a row without a sleeper before it ends. The mode costs each
+ * unlock one call and one RMW on the lock's own line; ending it costs the next sleeper a
+ * membarrier: so at most one membarrier per this many unlocks once contention stops. */
+#define TICKET_FENCED_QUIET 4096u
 /* What kl_ticket_destroy() leaves in both counters. */
 #define TICKET_POISON 0xdead0000u
 
@@ -146,6 +180,23 @@ static bool ticket_validate(void *arg)
 	return tp->my - atomic_load_explicit(&tp->t->owner, memory_order_relaxed) >= tp->dist;
 }
 
+/* Counts a sleeper in (@one: its unit in sleepers) and orders the count before its
+ * validate's look at owner against every unlock: by the fenced mode's RMW chain (F2) if
+ * the mode is on, else by a heavy fence (S1) that turns the mode on (F1). */
+static void ticket_count_in(struct kl_ticket *t, uint32_t one, struct kli_wait *w)
+{
+	/* F2: acquire, pairs with F1 of the sleeper that set TICKET_FENCED; release, so W1
+	 * of an unlock that reads our count synchronises with us. */
+	uint32_t old = atomic_fetch_add_explicit(&t->sleepers, one, memory_order_acq_rel);
+
+	if (old & TICKET_FENCED)
+		return;
+	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() and its inline copy */
+	kli_wait_fenced(w);
+	/* F1: release, pairs with F2 in the later sleepers: our S1 happens-before them. */
+	atomic_fetch_or_explicit(&t->sleepers, TICKET_FENCED, memory_order_release);
+}
+
 /* Sleeps until our ticket is next (@next false) or served (@next true: we were next in
  * line and spent TICKET_NEXT_AWAKE_NS awake), or became so meanwhile. */
 static void ticket_sleep(struct kl_ticket *t, uint32_t my, bool next, struct kli_wait *w)
@@ -156,10 +207,11 @@ static void ticket_sleep(struct kl_ticket *t, uint32_t my, bool next, struct kli
 	uint32_t one = next ? TICKET_NEXT_ONE : 1u;
 	uintptr_t token;
 
-	atomic_fetch_add_explicit(&t->sleepers, one, memory_order_relaxed);
-	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() and its inline copy */
+	ticket_count_in(t, one, w);
 	kli_wait_sleep(w);
-	kli_park(&req, &token);
+	if (kli_park(&req, &token) != KLI_PARK_INVALID &&
+	    atomic_load_explicit(&t->owner, memory_order_relaxed) == my)
+		kli_wait_handover_asleep(w); /* served while asleep: the hand-over waited */
 	atomic_fetch_sub_explicit(&t->sleepers, one, memory_order_relaxed);
 	kli_wait_spin(w);
 }
@@ -176,7 +228,7 @@ static uint64_t ticket_spin_budget(uint32_t dist)
 static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *w)
 {
 	struct kli_spin s, awake = { 0 }; /* awake: set when our turn is next, read only then */
-	uint32_t owner = atomic_load_explicit(&t->owner, memory_order_relaxed);
+	uint32_t owner = atomic_load_explicit(&t->owner, memory_order_relaxed), seen = owner;
 	bool next = false;
 
 	kli_wait_spin(w);
@@ -186,7 +238,13 @@ static void ticket_wait_turn(struct kl_ticket *t, uint32_t my, struct kli_wait *
 			next = true;
 			kli_spin_start(&s, TICKET_SPIN_NS);
 			kli_spin_start(&awake, TICKET_NEXT_AWAKE_NS);
+		} else if (!next && owner != seen && my - owner < kli_crowd_max) {
+			/* the queue moved and fits on the CPUs: keep spinning (a far waiter
+			 * sleeps only when the queue stalls, so a running queue pays no
+			 * wake-up per hand-over however many CPUs it spans) */
+			kli_spin_start(&s, TICKET_SPIN_NS);
 		}
+		seen = owner;
 		if (kli_spin_poll(&s))
 			continue;
 		if (next && !kli_spin_expired(&awake))
@@ -228,8 +286,7 @@ static KL_NOINLINE void ticket_lock_crowded(struct kl_ticket *t, const void *sit
 	kli_wait_begin(&w);
 	kli_wait_sleep(&w);
 	kli_deadline_after(&until, TICKET_ROTATE_NS);
-	atomic_fetch_add_explicit(&t->sleepers, TICKET_PASSIVE_ONE, memory_order_relaxed);
-	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() and its inline copy */
+	ticket_count_in(t, TICKET_PASSIVE_ONE, &w);
 	kli_park(&req, &token);
 	atomic_fetch_sub_explicit(&t->sleepers, TICKET_PASSIVE_ONE, memory_order_relaxed);
 	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
@@ -238,19 +295,54 @@ static KL_NOINLINE void ticket_lock_crowded(struct kl_ticket *t, const void *sit
 	kli_wait_end(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
 }
 
-/* Sleepers exist (@sleepers, @owner now served): wake the ticket holder served now if it
- * slept next in line, the one that is now next if it slept further back (either may not
- * have parked yet, or not at all: then nothing happens and it finds out by itself), and,
- * if the queue is now empty, one passive waiter. */
-static KL_NOINLINE void ticket_wake(struct kl_ticket *t, uint32_t owner, uint32_t sleepers)
+/* Fenced mode, an unlock whose W1 read @sleepers: counts the unlocks in a row that found
+ * nothing but the flag, and ends the mode after TICKET_FENCED_QUIET of them. */
+static void ticket_fenced_quiet(struct kl_ticket *t, uint32_t sleepers)
 {
+	uint32_t q = atomic_load_explicit(&t->quiet, memory_order_relaxed);
+
+	if (sleepers != TICKET_FENCED) { /* someone sleeps: the episode goes on */
+		if (q != 0)
+			atomic_store_explicit(&t->quiet, 0, memory_order_relaxed);
+		return;
+	}
+	if (++q < TICKET_FENCED_QUIET) {
+		atomic_store_explicit(&t->quiet, q, memory_order_relaxed);
+		return;
+	}
+	atomic_store_explicit(&t->quiet, 0, memory_order_relaxed);
+	/* fails if a sleeper counted itself meanwhile: the mode then goes on (F1/F2) */
+	atomic_compare_exchange_strong_explicit(&t->sleepers, &sleepers, 0, memory_order_relaxed,
+						memory_order_relaxed);
+}
+
+/* Wakes @key's ticket holder with @cookie if one sleeps there (a lockstat event). */
+static void ticket_wake_cookie(struct kl_ticket *t, uint32_t cookie)
+{
+	if (kli_unpark_cookie(t, cookie, 0))
+		kli_hook_woke(t, TICKET_KIND);
+}
+
+/* The unlock saw sleepers or the fenced mode (@owner now served). Reads the word again
+ * with W1, then wakes the ticket holder served now if it slept next in line, the one that
+ * is now next if it slept further back (either may not have parked yet, or not at all:
+ * then nothing happens and it finds out by itself), and, if the queue is now empty, one
+ * passive waiter. */
+static KL_NOINLINE void ticket_wake(struct kl_ticket *t, uint32_t owner)
+{
+	/* W1: acq_rel, ordered against each sleeper's count RMW (F1/F2 at the top). */
+	uint32_t sleepers = atomic_fetch_add_explicit(&t->sleepers, 0, memory_order_acq_rel);
+
+	if (sleepers & TICKET_FENCED)
+		ticket_fenced_quiet(t, sleepers);
 	if (sleepers & TICKET_NEXT_MASK)
-		kli_unpark_cookie(t, owner, 0);
+		ticket_wake_cookie(t, owner);
 	if (sleepers & TICKET_FAR_MASK)
-		kli_unpark_cookie(t, owner + 1, 0);
-	if (sleepers >= TICKET_PASSIVE_ONE &&
-	    atomic_load_explicit(&t->next, memory_order_relaxed) == owner)
-		kli_unpark_one(&t->sleepers, NULL, NULL);
+		ticket_wake_cookie(t, owner + 1);
+	if ((sleepers & ~TICKET_FENCED) >= TICKET_PASSIVE_ONE &&
+	    atomic_load_explicit(&t->next, memory_order_relaxed) == owner &&
+	    kli_unpark_one(&t->sleepers, NULL, NULL))
+		kli_hook_woke(t, TICKET_KIND);
 }
 
 void kl_ticket_init(struct kl_ticket *t)
@@ -258,6 +350,7 @@ void kl_ticket_init(struct kl_ticket *t)
 	atomic_store_explicit(&t->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&t->owner, 0, memory_order_relaxed);
 	atomic_store_explicit(&t->sleepers, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->quiet, 0, memory_order_relaxed);
 #if KLOCK_DEBUG_LOCKS
 	atomic_store_explicit(&t->holder, 0, memory_order_relaxed);
 #endif
@@ -334,7 +427,7 @@ static KL_ALWAYS_INLINE void ticket_unlock(struct kl_ticket *t, const void *site
 	kli_fence_light(); /* S2: pairs with S1 in ticket_sleep() */
 	sleepers = atomic_load_explicit(&t->sleepers, memory_order_relaxed);
 	if (kl_unlikely(sleepers != 0))
-		ticket_wake(t, owner, sleepers);
+		ticket_wake(t, owner);
 	kli_hook_released(t, TICKET_KIND, KLI_HF_SPIN);
 }
 
@@ -351,7 +444,8 @@ void (kl_ticket_unlock)(struct kl_ticket *t)
 /* klock/ticket.h's inline unlock did T3, S2 and the load; it found sleepers. */
 void kl_ticket_wake_(struct kl_ticket *t, uint32_t owner, uint32_t sleepers)
 {
-	ticket_wake(t, owner, sleepers);
+	(void)sleepers; /* W1 reads the word again */
+	ticket_wake(t, owner);
 }
 
 bool kl_ticket_is_locked(const struct kl_ticket *t)

@@ -15,6 +15,7 @@
 #include <klock/names.h>
 #include <klock/fence.h>
 #include <klock/rmlock.h>
+#include <klock/ticket.h>
 #include "lockstat_impl.h"
 #include "mutex_impl.h"
 #include "seamlock.h"
@@ -645,6 +646,40 @@ static void test_lockstat_real_kl_mutex_holder_and_waiter(void **state)
 	kl_lockstat_snapshot_free(&s);
 }
 
+static struct kl_ticket real_ticket = KL_TICKET_INITIALIZER;
+#define TICKET_ASLEEP_HOLD_MS 20 /* far past the next in line's ~1 ms awake: it sleeps */
+
+static void *real_ticket_waiter(void *arg)
+{
+	(void)arg;
+	kl_ticket_lock(&real_ticket);
+	kl_ticket_unlock(&real_ticket);
+	return NULL;
+}
+
+/* A FIFO hand-over to a waiter that had gone to sleep is counted, with the wake-up that
+ * the unlock issued and the heavy fence the sleeper paid (with membarrier). */
+static void test_lockstat_ticket_counts_asleep_handover_wakeup_and_fence(void **state)
+{
+	struct kl_lockstat_snapshot s;
+	struct kl_lockstat_row t;
+	pthread_t w;
+
+	(void)state;
+	kl_ticket_lock(&real_ticket);
+	assert_int_equal(pthread_create(&w, NULL, real_ticket_waiter, NULL), 0);
+	klt_sleep_ms(TICKET_ASLEEP_HOLD_MS);
+	kl_ticket_unlock(&real_ticket);
+	assert_int_equal(pthread_join(w, NULL), 0);
+	assert_int_equal(kl_lockstat_snapshot(&s), 0);
+	t = lock_total(&s, &real_ticket);
+	assert_int_equal(t.contended, 1);
+	assert_int_equal(t.asleep_handovers, 1);
+	assert_int_equal(t.wakeups, 1);
+	assert_int_equal(t.fences, kl_fence_asymmetric() ? 1 : 0);
+	kl_lockstat_snapshot_free(&s);
+}
+
 /* The waits @s charges to holder site @site for @lock (0 when no such holder row). */
 static uint64_t holder_waits(const struct kl_lockstat_snapshot *s, const void *lock,
 			     const void *site, size_t *nrows)
@@ -1181,6 +1216,7 @@ int main(void)
 		T(test_lockstat_snapshots_during_recording_are_consistent),
 		T(test_lockstat_real_holder_and_waiter),
 		T(test_lockstat_real_kl_mutex_holder_and_waiter),
+		T(test_lockstat_ticket_counts_asleep_handover_wakeup_and_fence),
 		T(test_lockstat_counts_one_revocation_per_biased_write),
 		T(test_lockstat_counts_the_unbiased_stretch_a_reader_closes),
 		T(test_lockstat_wait_is_charged_to_the_last_contended_acquirers_site),

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_mcs.c - kl_mcs: exclusion, FIFO hand-over, trylock, misuse (debug builds). */
+#include <klock/fence.h>
+#include <klock/lockstat.h>
 #include <klock/mcs.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -403,6 +405,42 @@ static void test_mcs_misuse_is_reported(void **state)
 }
 #endif
 
+/* ---- heavy fences: none for a passive wait, at most one per thread for near sleeps ----- */
+#define EPISODE_THREADS 4     /* more than 2 CPUs: some wait passive */
+#define EPISODE_ROUNDS 8      /* acquisitions per thread */
+#define EPISODE_HOLD_MS 3     /* long enough for the nearest waiters to sleep (> 1 ms) */
+
+static void *hold_long_thread(void *arg)
+{
+	struct kl_mcs_node node;
+
+	(void)arg;
+	for (int i = 0; i < EPISODE_ROUNDS; i++) {
+		kl_mcs_lock(&ml, &node);
+		klt_sleep_ms(EPISODE_HOLD_MS);
+		kl_mcs_unlock(&ml, &node);
+	}
+	return NULL;
+}
+
+/* A membarrier interrupts every CPU that runs one of the process's threads: one per sleep
+ * or per passive wait would make a contended lock cost more with every CPU. */
+static void test_mcs_sleeping_waiters_issue_at_most_one_heavy_fence_per_thread(void **state)
+{
+	struct kl_lock_events a, b;
+
+	(void)state;
+	kl_mcs_init(&ml);
+	kl_lock_events(&a);
+	klt_run_threads(EPISODE_THREADS, hold_long_thread, NULL, 0);
+	kl_lock_events(&b);
+	assert_false(kl_mcs_is_locked(&ml));
+	assert_true(b.sleeps - a.sleeps >= EPISODE_ROUNDS); /* the waiters did sleep */
+	if (kl_fence_asymmetric())
+		assert_true(b.fences - a.fences <= EPISODE_THREADS);
+	kl_mcs_destroy(&ml);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +450,7 @@ int main(void)
 		cmocka_unit_test(test_mcs_newcomer_to_a_crowded_queue_waits_off_the_queue),
 		cmocka_unit_test(test_mcs_counting_stops_when_the_lock_drains),
 		cmocka_unit_test(test_mcs_near_waiter_clears_its_awake_flag_before_it_sleeps),
+		cmocka_unit_test(test_mcs_sleeping_waiters_issue_at_most_one_heavy_fence_per_thread),
 		cmocka_unit_test(test_mcs_trylock_fails_while_held),
 		cmocka_unit_test(test_mcs_static_initializer_works),
 		cmocka_unit_test(test_mcs_inline_lock_with_a_dirty_node_waits_for_the_holder),

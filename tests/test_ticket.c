@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* tests/test_ticket.c - kl_ticket: exclusion, FIFO order, trylock, misuse (debug builds). */
+#include <klock/fence.h>
+#include <klock/lockstat.h>
 #include <klock/ticket.h>
 #include "kltest.h"
 #include "kl_internal.h"
@@ -56,6 +58,8 @@ static void test_ticket_excludes_under_contention(void **state)
 /* ---- FIFO: waiters are served in the order they took their tickets ------------------- */
 #define FIFO_WAITERS 3
 #define SLEEPERS_NEXT_ONE (1u << 14) /* sleepers: one next in line asleep (locks/ticket.c) */
+#define SLEEPERS_FENCED (1u << 31)   /* sleepers: the fenced mode's flag (locks/ticket.c) */
+#define SLEEPERS_COUNTS(w) ((w) & ~SLEEPERS_FENCED)
 static int order[FIFO_WAITERS];
 static _Atomic int served;
 
@@ -89,7 +93,7 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 	 * is crowded - 3 tickets on 2 CPUs - the third waited passive first, then took its
 	 * ticket at its rotation timeout: arrival order still holds here, since each thread
 	 * has taken its ticket before the next one starts.) */
-	while (atomic_load(&tl.sleepers) != SLEEPERS_NEXT_ONE + FIFO_WAITERS - 1)
+	while (SLEEPERS_COUNTS(atomic_load(&tl.sleepers)) != SLEEPERS_NEXT_ONE + FIFO_WAITERS - 1)
 		klt_sleep_ms(1);
 	kl_ticket_unlock(&tl); /* wakes the one that becomes next, and so on down the line */
 	for (int i = 0; i < FIFO_WAITERS; i++)
@@ -101,7 +105,7 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 /* ---- crowding: with kli_crowd_max tickets out, a newcomer waits without one ------------- */
 #define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
 #define CROWD_POLL_MS 200     /* longest a try polls for it */
-#define SLEEPERS_PASSIVE(w) ((w) >> 16) /* sleepers' high half (locks/ticket.c) */
+#define SLEEPERS_PASSIVE(w) (SLEEPERS_COUNTS(w) >> 16) /* bits 16-30 (locks/ticket.c) */
 
 static void *lock_unlock_once(void *arg)
 {
@@ -135,7 +139,7 @@ static bool newcomer_seen_passive(uint32_t crowd)
 	for (uint32_t i = 0; i < crowd; i++)
 		pthread_join(t[i], NULL);
 	assert_false(kl_ticket_is_locked(&tl));
-	assert_int_equal(atomic_load(&tl.sleepers), 0);
+	assert_int_equal(SLEEPERS_COUNTS(atomic_load(&tl.sleepers)), 0);
 	return seen;
 }
 
@@ -145,6 +149,43 @@ static void test_ticket_newcomer_to_a_crowded_queue_waits_without_a_ticket(void 
 	if (kli_crowd_max + 1 > KLT_MAX_THREADS)
 		skip(); /* more CPUs than the test's thread table */
 	assert_true(klt_seen_in_tries(CROWD_ATTEMPTS, newcomer_seen_passive, kli_crowd_max));
+}
+
+/* ---- heavy fences: one per contention episode, not one per sleep ---------------------- */
+#define EPISODE_THREADS 3     /* more than 2 CPUs: the third waits passive, too */
+#define EPISODE_ROUNDS 8      /* acquisitions per thread */
+#define EPISODE_HOLD_MS 3     /* long enough for every waiter to sleep (> 1 ms awake) */
+#define EPISODE_FENCES_MAX 2  /* first sleepers racing to set the mode may each fence */
+
+static void *hold_long_thread(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < EPISODE_ROUNDS; i++) {
+		kl_ticket_lock(&tl);
+		klt_sleep_ms(EPISODE_HOLD_MS);
+		kl_ticket_unlock(&tl);
+	}
+	return NULL;
+}
+
+/* A membarrier interrupts every CPU that runs one of the process's threads: one per sleep
+ * would make a contended lock cost more with every CPU. */
+static void test_ticket_sleepers_share_one_heavy_fence_per_episode(void **state)
+{
+	struct kl_lock_events a, b;
+
+	(void)state;
+	kl_ticket_init(&tl);
+	kl_lock_events(&a);
+	klt_run_threads(EPISODE_THREADS, hold_long_thread, NULL, 0);
+	kl_lock_events(&b);
+	assert_false(kl_ticket_is_locked(&tl));
+	/* the waiters did sleep: the episode exercised the sleep path many times */
+	assert_true(b.sleeps - a.sleeps >= EPISODE_ROUNDS);
+	if (kl_fence_asymmetric()) /* else kli_fence_heavy() is a plain fence, not counted */
+		assert_true(b.fences - a.fences <= EPISODE_FENCES_MAX);
+	assert_int_equal(SLEEPERS_COUNTS(atomic_load(&tl.sleepers)), 0);
+	kl_ticket_destroy(&tl);
 }
 
 /* Tries once; releases what it got. */
@@ -257,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_ticket_excludes_under_contention),
 		cmocka_unit_test(test_ticket_serves_in_arrival_order_waking_sleepers),
 		cmocka_unit_test(test_ticket_newcomer_to_a_crowded_queue_waits_without_a_ticket),
+		cmocka_unit_test(test_ticket_sleepers_share_one_heavy_fence_per_episode),
 		cmocka_unit_test(test_ticket_trylock_fails_while_held),
 		cmocka_unit_test(test_ticket_static_initializer_works),
 		cmocka_unit_test(test_ticket_inline_lock_waits_for_the_holder),

@@ -118,7 +118,7 @@ KL_API void kl_mcs_queued_(struct kl_mcs *l, struct kl_mcs_node *node,
  * is on the hand-over's critical path (docs/design-adaptive.md). crowd not 0 goes to
  * kl_mcs_lock(), which initialises the node again and takes the gate and the count.
  * The unlock without a successor is the library's, step for step: no link in @node, the
- * CAS of tail from @node to empty (C3), the light fence (S2) and one load of crowd, which
+ * CAS of tail from @node to empty (C3, seq_cst: P3) and one seq_cst load of crowd (P4), which
  * calls kl_mcs_unlocked_crowd_() only if counting is on or passive waiters sleep. A
  * successor - linked in, or one that swapped tail and is still linking in (the CAS
  * fails) - is the library's call, which reads @node's link again: the inline part
@@ -150,14 +150,15 @@ static inline void kl_mcs_unlock_inline(struct kl_mcs *l, struct kl_mcs_node *no
 	uintptr_t mine = (uintptr_t)node;
 
 	/* A zero link is only tested, never followed: relaxed (the call's C6 is acquire).
-	 * C3: release, pairs with C1 of the next locker. */
+	 * C3 = P3: seq_cst, pairs with C1 of the next locker and with P1/P2 of a passive
+	 * waiter (locks/mcs.c). */
 	if (__builtin_expect(atomic_load_explicit(&node->next, memory_order_relaxed) == 0 &&
 				     atomic_compare_exchange_strong_explicit(
-					     &l->tail, &mine, 0, memory_order_release,
+					     &l->tail, &mine, 0, memory_order_seq_cst,
 					     memory_order_relaxed),
 			     1)) {
-		kl_fence_light_inline_(); /* S2: light half, pairs with S1 in mcs_wait_passive() */
-		if (__builtin_expect(atomic_load_explicit(&l->crowd, memory_order_relaxed) >=
+		/* P4 (seq_cst): pairs with P1 in mcs_wait_passive() */
+		if (__builtin_expect(atomic_load_explicit(&l->crowd, memory_order_seq_cst) >=
 					     KL_MCS_CROWD_COUNTING,
 				     0))
 			kl_mcs_unlocked_crowd_(l);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * klock/ticket.h - the ticket spinlock: FIFO, 8 bytes, for short leaf critical sections.
+ * klock/ticket.h - the ticket spinlock: FIFO, 16 bytes, for short leaf critical sections.
  *
  * A locker takes a ticket (one atomic add) and waits until the lock serves that ticket;
  * unlock serves the next one (one store). Strict FIFO, so no waiter starves. The waiter
@@ -15,7 +15,7 @@
  *
  * Not recursive, not process-shared, not async-signal-safe. Debug builds
  * (-Ddebug_locks=true) add an owner field and report relock, unlock by a non-owner, double
- * unlock and use after destroy; release builds do not check (the struct is then 12 bytes).
+ * unlock and use after destroy; release builds do not check (the struct is then 16 bytes).
  */
 #ifndef KLOCK_TICKET_H
 #define KLOCK_TICKET_H
@@ -35,7 +35,8 @@ KL_BEGIN_DECLS
 struct kl_ticket {
 	KL_ATOMIC(uint32_t) next;    /* next ticket to hand out */
 	KL_ATOMIC(uint32_t) owner;   /* ticket being served (== next: unlocked) */
-	KL_ATOMIC(uint32_t) sleepers; /* waiters asleep further back in the queue */
+	KL_ATOMIC(uint32_t) sleepers; /* waiters asleep, and whether sleepers need no fence */
+	KL_ATOMIC(uint32_t) quiet;   /* unlocks since a sleeper was last seen (fence mode) */
 #if KLOCK_DEBUG_LOCKS
 	KL_ATOMIC(uintptr_t) holder; /* debug builds: holder's thread record, or a poison */
 #endif
@@ -43,9 +44,9 @@ struct kl_ticket {
 
 /* A statically initialised ticket lock needs no kl_ticket_init() and no destroy. */
 #if KLOCK_DEBUG_LOCKS
-#define KL_TICKET_INITIALIZER { 0, 0, 0, 0 }
+#define KL_TICKET_INITIALIZER { 0, 0, 0, 0, 0 }
 #else
-#define KL_TICKET_INITIALIZER { 0, 0, 0 }
+#define KL_TICKET_INITIALIZER { 0, 0, 0, 0 }
 #endif
 
 /** kl_ticket_init - make @t an unlocked ticket lock. Never blocks. */
@@ -77,9 +78,10 @@ KL_API void kl_ticket_unlock(struct kl_ticket *t) KL_NONNULL(1);
 /** kl_ticket_is_locked - true if someone holds @t (a racy snapshot, for assertions). */
 KL_API bool kl_ticket_is_locked(const struct kl_ticket *t) KL_NONNULL(1);
 
-/* The wake-up half of kl_ticket_unlock(), for the inline unlock below: @owner is the
+/* The second half of kl_ticket_unlock(), for the inline unlock below: @owner is the
  * ticket the unlock has just served and @sleepers the sleepers word it loaded after that
- * (non-zero). Private; wakes only, changes no lock state. */
+ * (non-zero: sleepers, or the fenced mode). Private; wakes sleepers, and may end the
+ * fenced mode; changes nothing else. */
 KL_API void kl_ticket_wake_(struct kl_ticket *t, uint32_t owner, uint32_t sleepers)
 	KL_NONNULL(1);
 
@@ -95,8 +97,9 @@ KL_API void kl_ticket_wake_(struct kl_ticket *t, uint32_t owner, uint32_t sleepe
  * owner). Anything else - a holder, waiters, a lost race - is the library's call, which
  * starts from scratch: a failed CAS took nothing.
  * The unlock is the library's, step for step: serve the next ticket (T3), the light
- * fence (S2, whose partner S1 is each sleeper's heavy fence), one load of sleepers; only
- * when someone sleeps does it call the library's wake-up half, kl_ticket_wake_().
+ * fence (S2, whose partner S1 is a sleeper's heavy fence), one load of sleepers; only
+ * when someone sleeps, or the lock is in its fenced mode (locks/ticket.c), does it call
+ * the library's second half, kl_ticket_wake_().
  */
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
