@@ -31,6 +31,11 @@
  * U+0080..U+009F (the C1 controls) after the lead byte 0xC2. */
 #define KSA_UTF8_LEAD2 0xc2
 #define KSA_C1_LAST 0x9f
+/* U+2028 LINE SEPARATOR and U+2029 PARAGRAPH SEPARATOR (E2 80 A8/A9): controls too. */
+#define KSA_LSEP_LEAD 0xe2
+#define KSA_LSEP_MID 0x80
+#define KSA_LSEP_LO 0xa8
+#define KSA_LSEP_HI 0xa9
 
 bool ksa_target_uid(long pid, uid_t *uid)
 {
@@ -240,7 +245,7 @@ bool ksa_json_valid(const char *buf, size_t len)
 /* ---- what reaches the terminal ----------------------------------------------------- */
 
 /* The length of the well-formed UTF-8 sequence at @p (@left bytes there) that encodes
- * no C1 control; 0 if there is none. */
+ * no control (C1, or the line and paragraph separators); 0 if there is none. */
 static size_t ksa_utf8_len(const unsigned char *p, size_t left)
 {
 	unsigned char lo = 0x80, hi = 0xbf;
@@ -266,6 +271,9 @@ static size_t ksa_utf8_len(const unsigned char *p, size_t left)
 	for (size_t i = 2; i < n; i++)
 		if (p[i] < 0x80 || p[i] > 0xbf)
 			return 0;
+	if (p[0] == KSA_LSEP_LEAD && p[1] == KSA_LSEP_MID && p[2] >= KSA_LSEP_LO &&
+	    p[2] <= KSA_LSEP_HI)
+		return 0;
 	return n;
 }
 

@@ -29,8 +29,8 @@ bool ksa_peer_is(int fd, long pid, uid_t uid, char *why, size_t len);
 bool ksa_json_valid(const char *buf, size_t len);
 
 /* Replaces, in place, every byte a terminal could act on - C0 controls but tab and
- * newline, DEL, C1 controls, and bytes that are not well-formed UTF-8 - by '?'. The
- * length is unchanged; @buf[@len] must exist and becomes a NUL. */
+ * newline, DEL, C1 controls, U+2028/U+2029, and bytes that are not well-formed UTF-8 -
+ * by '?'. The length is unchanged; @buf[@len] must exist and becomes a NUL. */
 void ksa_clean(char *buf, size_t len);
 
 /* Checks and cleans the answer to "report" (@buf[0..@len), @buf[@len] writable): NULL
