@@ -97,6 +97,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -127,8 +128,18 @@
 /* The attach channel: the abstract Unix socket "\0klock-lockstat.<pid>" (klock-stat.c
  * builds the same name). */
 #define LS_ATTACH_NAME "klock-lockstat.%ld"
-/* Longest attach request line ("report <options>"). */
+/* Longest attach request line ("report <options>"); a longer one drops the peer. */
 #define LS_ATTACH_LINE 256
+/* How long a peer has, from its connection, to send its request line (ms). */
+#define LS_ATTACH_REQUEST_MS 1000
+/* How long a peer has to read the whole answer (ms): klock-stat reads at once; a peer
+ * that stops reading is dropped, so it cannot hold the channel. */
+#define LS_ATTACH_ANSWER_MS 2000
+/* Connections waiting to be accepted while one is served. */
+#define LS_ATTACH_BACKLOG 8
+/* Milliseconds per second and nanoseconds per millisecond. */
+#define LS_MS_PER_S 1000
+#define LS_NS_PER_MS 1000000
 /* The control thread's stack: a report (stdio, labels, ELF lookups) and no more. */
 #define LS_CTL_STACK (256u * 1024u)
 
@@ -1434,7 +1445,12 @@ static void *ls_ctl_main(void *arg)
  * "\0klock-lockstat.<pid>" from its control thread (started as above, at the first
  * pthread_create). Abstract: no file to create or clean up, gone with the process. Only
  * a peer of the same effective user id (or root) is served (SO_PEERCRED); one request
- * line per connection:
+ * line per connection, which must arrive within LS_ATTACH_REQUEST_MS and fit in
+ * LS_ATTACH_LINE, and whose answer must be read within LS_ATTACH_ANSWER_MS: a peer that
+ * is silent, slow or too long is dropped, so one peer delays the next by at most those
+ * deadlines. Abstract names belong to nobody: one that is taken when the control thread
+ * binds it (a squatter, or a stale process of a reused pid) is said once on stderr, and
+ * klock-stat checks the server end's pid and uid before it trusts an answer.
  *   "reset"             kl_lockstat_reset(); answers "ok\n"
  *   "report [OPTIONS]"  the report of what was recorded since (OPTIONS: the
  *                       KLOCK_LOCKSTAT syntax; default: the KLOCK_LOCKSTAT options)
@@ -1452,11 +1468,88 @@ static int ls_attach_listen(void)
 		return -1;
 	if (bind(fd, (struct sockaddr *)&a,
 		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) != 0 ||
-	    listen(fd, 1) != 0) {
+	    listen(fd, LS_ATTACH_BACKLOG) != 0) {
+		if (errno == EADDRINUSE)
+			fputs("klock: lockstat attach channel unavailable: the name is in use\n",
+			      stderr);
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+/* CLOCK_MONOTONIC in milliseconds. */
+static int64_t ls_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * LS_MS_PER_S + ts.tv_nsec / LS_NS_PER_MS;
+}
+
+/* Waits until @c is ready for @events or the @deadline (ls_now_ms()) passes. */
+static bool ls_attach_wait(int c, short events, int64_t deadline)
+{
+	struct pollfd p = { .fd = c, .events = events };
+	int64_t left;
+	int r;
+
+	while ((left = deadline - ls_now_ms()) > 0) {
+		r = poll(&p, 1, (int)left);
+		if (r > 0)
+			return true;
+		if (r < 0 && errno != EINTR)
+			return false;
+	}
+	return false;
+}
+
+/* The request line from the non-blocking connection @c into @line (its newline
+ * dropped), within LS_ATTACH_REQUEST_MS; false: silent, slow, too long, or gone. */
+static bool ls_attach_read_line(int c, char *line, size_t cap)
+{
+	int64_t deadline = ls_now_ms() + LS_ATTACH_REQUEST_MS;
+	size_t n = 0;
+	char *nl;
+
+	while (ls_attach_wait(c, POLLIN, deadline)) {
+		ssize_t r = recv(c, line + n, cap - 1 - n, 0);
+
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return false;
+		n += (size_t)r;
+		line[n] = '\0';
+		if ((nl = memchr(line, '\n', n)) != NULL) {
+			*nl = '\0';
+			return true;
+		}
+		if (n + 1 >= cap)
+			return false;
+	}
+	return false;
+}
+
+/* @len bytes of @buf onto the non-blocking connection @c within LS_ATTACH_ANSWER_MS. */
+static bool ls_attach_write(int c, const char *buf, size_t len)
+{
+	int64_t deadline = ls_now_ms() + LS_ATTACH_ANSWER_MS;
+
+	while (len > 0) {
+		ssize_t w = send(c, buf, len, MSG_NOSIGNAL);
+
+		if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+			if (!ls_attach_wait(c, POLLOUT, deadline))
+				return false;
+			continue;
+		}
+		if (w <= 0)
+			return false;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return true;
 }
 
 static bool ls_attach_peer_ok(int c)
@@ -1468,35 +1561,34 @@ static bool ls_attach_peer_ok(int c)
 	       (cr.uid == 0 || cr.uid == geteuid());
 }
 
-/* The report with the options of @arg ("" or " OPTIONS") onto the connection @c. */
+/* The report with the options of @arg ("" or " OPTIONS") onto the connection @c:
+ * written to memory first, then sent with the answer's deadline. */
 static void ls_attach_report(int c, const char *arg)
 {
 	struct kl_lockstat_options o = ls.exit_opt;
-	int d = dup(c);
-	FILE *f = d >= 0 ? fdopen(d, "w") : NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
 
 	if (arg[0] == ' ' && kl_lockstat_options_parse(arg + 1, &o) != 0)
 		o = ls.exit_opt;
-	if (f == NULL) {
-		if (d >= 0)
-			close(d);
+	if (f == NULL)
 		return;
-	}
 	kl_lockstat_report(f, &o);
-	fclose(f);
+	if (fclose(f) == 0)
+		ls_attach_write(c, buf, len);
+	free(buf);
 }
 
 static void ls_attach_serve(int c)
 {
 	char line[LS_ATTACH_LINE];
-	size_t n = 0;
 
-	while (n + 1 < sizeof(line) && read(c, line + n, 1) == 1 && line[n] != '\n')
-		n++;
-	line[n] = '\0';
+	if (!ls_attach_read_line(c, line, sizeof(line)))
+		return;
 	if (strcmp(line, "reset") == 0) {
 		kl_lockstat_reset();
-		ls_write_all(c, "ok\n", 3);
+		ls_attach_write(c, "ok\n", 3);
 	} else if (strncmp(line, "report", 6) == 0) {
 		ls_attach_report(c, line + 6);
 	} else if (strncmp(line, "snapshot", 8) == 0) {
@@ -1510,7 +1602,7 @@ static void *ls_attach_main(void *arg)
 	int l = (int)(intptr_t)arg;
 
 	for (;;) {
-		int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		int c = accept4(l, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (c < 0 && (errno == EINTR || errno == ECONNABORTED))
 			continue;

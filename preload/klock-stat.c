@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stat_attach.h"
+
 #ifndef KLOCK_STAT_LOCKSTAT
 #define KLOCK_STAT_LOCKSTAT 1
 #endif
@@ -718,31 +720,62 @@ static void on_attach_stop(int sig)
 	attach_stop = sig;
 }
 
-/* Sends @req to @pid's attach channel; its answer (until end-of-file) into a string. */
-static char *attach_request(long pid, const char *req)
+/* Ends klock-stat: --attach @pid does not go on because of @why. */
+static void attach_refuse(long pid, const char *why)
+{
+	fprintf(stderr, "klock-stat: --attach %ld: %s: refusing\n", pid, why);
+	exit(127);
+}
+
+/* Connects to @pid's attach channel, checks that its server end is @pid running as @uid
+ * (else refuses: klock-stat ends), and returns the socket; -1: no channel there. */
+static int attach_connect(long pid, uid_t uid)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, ATTACH_NAME, pid);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	char *buf = NULL, chunk[4096];
-	size_t len = 0;
-	ssize_t r;
-	FILE *m;
+	char why[256];
 
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a,
 			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-					  (size_t)n)) != 0)
+					  (size_t)n)) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!ksa_peer_is(fd, pid, uid, why, sizeof(why)))
+		attach_refuse(pid, why);
+	return fd;
+}
+
+/* Sends @req to @pid's attach channel (held by @pid as @uid); its answer (until
+ * end-of-file, at most KSA_ANSWER_MAX bytes) into a string, its length into @len
+ * (KSA_ANSWER_MAX + 1: longer). */
+static char *attach_request(long pid, uid_t uid, const char *req, size_t *len)
+{
+	int fd = attach_connect(pid, uid);
+	char *buf = NULL, chunk[4096];
+	size_t got = 0;
+	ssize_t r;
+	FILE *m;
+
+	if (fd < 0)
 		return NULL;
 	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
-	    (m = open_memstream(&buf, &len)) == NULL) {
+	    (m = open_memstream(&buf, len)) == NULL) {
 		close(fd);
 		return NULL;
 	}
-	while ((r = read(fd, chunk, sizeof(chunk))) > 0 || (r < 0 && errno == EINTR))
+	while (got <= KSA_ANSWER_MAX &&
+	       ((r = read(fd, chunk, sizeof(chunk))) > 0 || (r < 0 && errno == EINTR))) {
 		if (r > 0)
 			fwrite(chunk, 1, (size_t)r, m);
+		got += r > 0 ? (size_t)r : 0;
+	}
 	fclose(m);
 	close(fd);
+	if (buf != NULL && *len > KSA_ANSWER_MAX)
+		*len = KSA_ANSWER_MAX + 1;   /* the rest was not read */
 	return buf;
 }
 
@@ -770,10 +803,15 @@ static int attach(const struct opts *o)
 	char req[PATH_MAX], pid[32];
 	struct report r = { .pid = o->attach };
 	char *cmd[] = { pid, NULL }, *ok, *text;
+	const char *why;
 	FILE *out = stderr;
+	size_t len;
+	uid_t uid;
 
 	snprintf(pid, sizeof(pid), "%ld", o->attach);
-	ok = attach_request(o->attach, "reset\n");
+	if (!ksa_target_uid(o->attach, &uid))
+		die("--attach %s: no such process", pid);
+	ok = attach_request(o->attach, uid, "reset\n", &len);
 	if (ok == NULL || strcmp(ok, "ok\n") != 0)
 		die("--attach %s: no lockstat attach channel (a process started under "
 		    "libklock-preload with KLOCK_LOCKSTAT set, that has created a thread, "
@@ -783,9 +821,11 @@ static int attach(const struct opts *o)
 	memcpy(req, "report ", 7);
 	report_options(o, req + 7, sizeof(req) - 8);
 	strcat(req, "\n");
-	text = attach_request(o->attach, req);
-	if (text == NULL || text[0] == '\0')
+	text = attach_request(o->attach, uid, req, &len);
+	if (text == NULL || len == 0)
 		die("--attach %s: the process did not answer (it ended?)", pid);
+	if ((why = ksa_check_report(text, len, o->json)) != NULL)
+		attach_refuse(o->attach, why);
 	if (o->output != NULL && (out = fopen(o->output, "w")) == NULL)
 		die("cannot write %s", o->output);
 	r.text = text;
