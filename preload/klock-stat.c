@@ -837,12 +837,12 @@ int main(int argc, char **argv)
 	rmdir(dir);
 	if (o.output != NULL && (out = fopen(o.output, "w")) == NULL)
 		die("cannot write %s", o.output);
-	if (n == 0)
-		fprintf(out, "klock-stat: %s wrote no lockstat report (a static or setuid "
-			"program, or one that ended with _exit() or a signal?)\n", argv[first]);
-	else if (o.json)
+	if (n == 0)   /* JSON readers get an empty list: the note goes to stderr */
+		fprintf(o.json ? stderr : out, "klock-stat: %s wrote no lockstat report (a "
+			"static or setuid program, or one that a signal ended?)\n", argv[first]);
+	if (o.json)
 		print_json(out, r, n, &o, argv + first, status);
-	else
+	else if (n > 0)
 		print_text(out, r, n, &o, (long)child);
 	if (out != stderr)
 		fclose(out);

@@ -43,6 +43,11 @@ CHECK is one of:
   filter  -L PATTERN keeps only the locks it names (target_locks[N], not target_lock),
           -F PATTERN only the call sites in the functions it names; --sort avg is passed on
 
+  empty   -j always writes one JSON document: when no process of the command wrote a
+          report (a missing command, a static program, one that a signal killed, also
+          with -d or --all) it is an object with an empty processes list, and the note
+          that no report came back goes to standard error
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -557,10 +562,61 @@ def check_filter(a):
     return 0
 
 
+# ---- -j with no report ------------------------------------------------------------------
+
+STATIC_PROGRAMS = ('/sbin/ldconfig', '/usr/sbin/ldconfig')
+
+
+def is_static(path):
+    """An ELF program with no PT_INTERP (static or static-pie): it ignores LD_PRELOAD."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head[:4] == b'\x7fELF' and b'/ld-linux' not in head and b'ld.so' not in head
+
+
+def no_report_cases():
+    cases = [('a missing command', ['/nonexistent/klock-stat-test'], (), 127),
+             ('a program a signal killed', ['sh', '-c', 'kill -KILL $$'], (), 128 + 9),
+             ('-d, a program a signal killed', ['sh', '-c', 'kill -KILL $$'],
+              ('-d', '5'), 128 + 9),
+             ('--all, nothing to show', ['sh', '-c', 'kill -KILL $$'], ('--all',), 128 + 9)]
+    static = [p for p in STATIC_PROGRAMS if is_static(p)]
+    if static:
+        cases.append(('a static program', [static[0], '-p'], (), 0))
+    return cases
+
+
+def check_empty(a):
+    for what, cmd, opts, rc in no_report_cases():
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, 'r.json')
+            p = subprocess.run(stat_cmd(a, '-j', '-o', out, *opts) + cmd, env=clean_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               timeout=TIMEOUT)
+            err = p.stderr.decode(errors='replace')
+            if p.returncode != rc:
+                fail(f'{what}: klock-stat exit status {p.returncode}, expected {rc}: {err}')
+            text = open(out).read() if os.path.exists(out) else ''
+        try:
+            j = json.loads(text)
+        except ValueError:
+            fail(f'{what}: -j wrote no JSON: {text[:400]!r}')
+        if j.get('klock_stat') != 1 or j.get('processes') != [] or j.get('status') != rc:
+            fail(f'{what}: expected an empty processes list and status {rc}: {j}')
+        if 'wrote no lockstat report' not in err:
+            fail(f'{what}: the note is not on standard error: {err!r}')
+        print(f'ok: {what}: -j wrote {{"processes": []}}, status {rc}, the note on stderr')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
-                                      'attach', 'filter', 'holders', 'stacks', 'first_use'])
+                                      'attach', 'filter', 'holders', 'stacks', 'first_use',
+                                      'empty'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
