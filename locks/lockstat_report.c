@@ -857,6 +857,22 @@ static void json_opt_u64(FILE *f, const char *name, uint64_t v, bool valid, cons
 		fprintf(f, "\"%s\": null%s", name, sep);
 }
 
+/* "object": the file @addr lies in (@obj, caller_label()'s), "offset": @addr's offset in
+ * its mapping - what addr2line takes, also when the object is stripped; both null for code
+ * in no object (JIT). */
+static void json_where(FILE *f, const void *addr, const char *obj)
+{
+	Dl_info info;
+
+	fputs("\"object\": ", f);
+	json_str(f, obj);
+	if (obj != NULL && dladdr(addr, &info) != 0)
+		fprintf(f, ", \"offset\": \"0x%lx\"",
+			(unsigned long)((const char *)addr - (const char *)info.dli_fbase));
+	else
+		fputs(", \"offset\": null", f);
+}
+
 /* The counters every lock and caller object carries (no separator after the last). */
 static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool hist)
 {
@@ -902,8 +918,8 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		fprintf(f, "%s\n        {\"caller\": \"0x%lx\", \"symbol\": ", i ? "," : "",
 			(unsigned long)(uintptr_t)c[i].row->caller);
 		json_str(f, named ? label : NULL);
-		fputs(", \"object\": ", f);
-		json_str(f, obj);
+		fputs(", ", f);
+		json_where(f, c[i].row->caller, obj);
 		fputs(", ", f);
 		json_stats(f, c[i].row, hold, false);
 		fputc('}', f);
@@ -932,8 +948,8 @@ static int json_holders(FILE *f, const struct kl_lockstat_snapshot *s, const str
 		fprintf(f, "%s\n        {\"holder\": \"0x%lx\", \"symbol\": ", k ? "," : "",
 			(unsigned long)(uintptr_t)h[k].holder);
 		json_str(f, named ? label : NULL);
-		fputs(", \"object\": ", f);
-		json_str(f, obj);
+		fputs(", ", f);
+		json_where(f, h[k].holder, obj);
 		fprintf(f, ", \"waits\": %llu, \"wait_ns\": %llu}", (unsigned long long)h[k].waits,
 			(unsigned long long)h[k].wait_ns);
 	}
@@ -965,6 +981,8 @@ static int json_stacks(FILE *f, const struct kl_lockstat_snapshot *s, const stru
 			fprintf(f, "%s{\"pc\": \"0x%lx\", \"symbol\": ", d ? ", " : "",
 				(unsigned long)(uintptr_t)st[k].frames[d]);
 			json_str(f, named ? label : NULL);
+			fputs(", ", f);
+			json_where(f, st[k].frames[d], obj);
 			fputc('}', f);
 		}
 		fputs("]}", f);

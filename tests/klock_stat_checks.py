@@ -48,6 +48,11 @@ CHECK is one of:
           with -d or --all) it is an object with an empty processes list, and the note
           that no report came back goes to standard error
 
+  where   every JSON caller, holder and stack frame carries its object's path and its
+          offset there: addr2line -f -e OBJECT OFFSET names the function the symbol
+          field names, and in a stripped copy of the program (symbol null) the pair is
+          still there, the text report's file+offset
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -612,11 +617,62 @@ def check_empty(a):
     return 0
 
 
+# ---- object and offset on every site ------------------------------------------------------
+
+def sites_of(rep):
+    """Every caller, holder and stack frame of a report."""
+    for lk in rep['locks']:
+        yield from lk['callers']
+        yield from lk.get('holders', [])
+        for st in lk.get('stacks', []):
+            yield from st['frames']
+
+
+def check_where(a):
+    addr2line, strip = shutil.which('addr2line'), shutil.which('strip')
+    if addr2line is None or strip is None:
+        print('skip: no addr2line or strip (binutils)')
+        return SKIP
+    rep = run_json(a, [a.target, '--holder'], clean_env(), '-S', '3')['processes'][0]['report']
+    named = 0
+    for site in sites_of(rep):
+        if not isinstance(site.get('object'), str) or \
+                not re.fullmatch(r'0x[0-9a-f]+', site.get('offset') or ''):
+            fail(f'a site without object and offset: {site}')
+        sym = site['symbol'] or ''
+        if site['object'] == a.target and '+0x' in sym:
+            # -i: the functions inlined at that address, innermost first, then the
+            # function the symbol table (and so the report) names
+            out = subprocess.run([addr2line, '-f', '-i', '-e', site['object'], site['offset']],
+                                 stdout=subprocess.PIPE, check=True).stdout.decode().split()
+            if sym.split('+0x')[0] not in out[0::2]:
+                fail(f'addr2line {site["offset"]} names {out[0::2]}, the report {sym}: {site}')
+            named += 1
+    if named == 0:
+        fail(f'no site of the program to check with addr2line: {list(sites_of(rep))}')
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, 'stat-target-stripped')
+        shutil.copy(a.target, exe)
+        subprocess.run([strip, exe], check=True)
+        rep = run_json(a, [exe], clean_env(), '-S', '3')['processes'][0]['report']
+        text = run_text(a, [exe], clean_env())
+    mine = [s for s in sites_of(rep) if s.get('object') == exe]
+    if not mine or any(s['symbol'] is not None or s.get('offset') is None for s in mine):
+        fail(f'the stripped program\'s sites lack object and offset: {list(sites_of(rep))}')
+    missing = [s['offset'] for s in mine if 'stat-target-stripped+' + s['offset'] not in text
+               and 'pc' not in s]
+    if missing:
+        fail(f'JSON offsets {missing} are not the text report\'s file+offset:\n{text}')
+    print(f'ok: every site has object and offset; addr2line agrees on {named} named sites; '
+          f'{len(mine)} sites in the stripped program, e.g. {mine[0]["offset"]}')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
                                       'attach', 'filter', 'holders', 'stacks', 'first_use',
-                                      'empty'])
+                                      'empty', 'where'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
