@@ -260,6 +260,10 @@ void klp_misuse_unlock(const char *kind, const void *lock, bool foreign, const v
  * and returns 0. */
 void klp_misuse_rw_unlock(const void *lock, bool writer, const void *site);
 
+/* pthread_rwlock_destroy() of a lock still held or waited for: reported per KLOCK_ON_ERROR;
+ * the caller leaves the lock as it is and returns 0 (glibc's answer). */
+void klp_misuse_rw_destroy(const void *lock, const void *site);
+
 /* ---- mutex internals other files use (preload/mutex.c) --------------------------------- */
 
 /* The tag of @m after adoption: a klock tag, or 0 when @m is glibc's (forward it). */

@@ -647,6 +647,10 @@ KLP_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *prw)
 	if (t & KLP_TAG_DESTROYED)
 		return EINVAL;
 	err = rw_pcpu(t) ? kl_pcpu_rwsem_destroy(&rw->u.pc) : kl_rwlock_destroy(&rw->u.rw);
+	if (err == EBUSY) {   /* held (by a thread that may have exited) or waited for */
+		klp_misuse_rw_destroy(rw, KLI_SITE());
+		return 0;     /* glibc's answer; the lock stays as it is */
+	}
 	if (err == 0)
 		atomic_store_explicit(&rw->tag, t | KLP_TAG_DESTROYED, memory_order_relaxed);
 	return err;
