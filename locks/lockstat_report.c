@@ -519,7 +519,7 @@ static void text_header(FILE *f, const struct kl_lockstat_snapshot *s)
 
 	process_name(comm, sizeof(comm));
 	fprintf(f, "Process: %s (pid %ld). Elapsed time: %.2f seconds.\n",
-		comm[0] != '\0' ? comm : "?", (long)getpid(), el);
+		comm[0] != '\0' ? comm : "?", kli_lockstat_pid(), el);
 	if (s->hold_times)
 		fputs("Recorded: every acquisition and its hold time (-Dlockstat_hold=true), "
 		      "and each contended acquisition's spin and sleep time.\n", f);
@@ -1037,7 +1037,7 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		s->recording ? "true" : "false", s->hold_times ? "true" : "false",
 		rank_names[rk]);
 	process_name(comm, sizeof(comm));
-	fprintf(f, "  \"pid\": %ld, \"command\": ", (long)getpid());
+	fprintf(f, "  \"pid\": %ld, \"command\": ", kli_lockstat_pid());
 	json_str(f, comm[0] != '\0' ? comm : NULL);
 	fputs(",\n", f);
 	fprintf(f, "  \"elapsed_ns\": %llu, \"threads\": %u, \"cpus\": %u, \"wait_ns\": %llu, "

@@ -21,9 +21,10 @@
  * its folder (in $TMPDIR, else /tmp). With -d SECONDS the same snapshot closes a window:
  * only the records written by then are reported (the command runs on to its end).
  *
- * A process writes its report from atexit(): one that ends with _exit() or is killed
- * (other than through klock-stat) writes none; setuid and statically linked programs
- * ignore LD_PRELOAD. klock-stat says so when no report came back.
+ * A process writes its report from atexit() or from the interposer's _exit()/_Exit(): one
+ * that is killed (other than through klock-stat) writes none; setuid and statically linked
+ * programs ignore LD_PRELOAD. klock-stat says so (on stderr with -j) when no report came
+ * back.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -164,6 +164,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "klp.h"
@@ -389,6 +390,31 @@ KLP_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 	if (err == 0)
 		kli_lockstat_ctl_start(KLP_REAL(pthread_create));
 	return err;
+}
+
+/* ---- _exit ------------------------------------------------------------------------------ */
+
+/* A program that leaves by _exit() or _Exit() (to skip its atexit handlers and stdio
+ * flushes: ld.lld, fork children, fast exits) runs no atexit, so lockstat's exit report
+ * is written here (KLOCK_LOCKSTAT set; lockstat.c: kli_lockstat_exit_flush(), which
+ * neither allocates nor locks in this process). Then the process ends as glibc's _exit
+ * ends it: exit_group. glibc's own internal calls of _exit (exit(), posix_spawn's child)
+ * do not come here. */
+static _Noreturn void klp_exit_group(int status)
+{
+	kli_lockstat_exit_flush();
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+KLP_EXPORT void _exit(int status)
+{
+	klp_exit_group(status);
+}
+
+KLP_EXPORT void _Exit(int status)
+{
+	klp_exit_group(status);
 }
 
 static void klp_atfork_child(void)

@@ -53,6 +53,10 @@ CHECK is one of:
           field names, and in a stripped copy of the program (symbol null) the pair is
           still there, the text report's file+offset
 
+  fast_exit  a program that leaves by _exit() or _Exit() (skipping atexit) while another
+          thread still holds a lock still gets its report, in JSON and in text, under its
+          own pid, with the contention it recorded (target_lock)
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -668,11 +672,33 @@ def check_where(a):
     return 0
 
 
+# ---- _exit -------------------------------------------------------------------------------
+
+def check_fast_exit(a):
+    for how in ('--_exit', '--_Exit'):
+        j = run_json(a, [a.target, how], clean_env())
+        if len(j['processes']) != 1:
+            fail(f'{how}: expected the program\'s report: {j}')
+        proc = j['processes'][0]
+        rep = proc['report']
+        if rep['pid'] != proc['pid']:
+            fail(f'{how}: the report is not the program\'s own: pid {rep["pid"]} '
+                 f'in the record of {proc["pid"]}')
+        if not any(lk['name'] == 'target_lock' and lk['contended'] > 0 for lk in rep['locks']):
+            fail(f'{how}: target_lock\'s wait is not in the report: {rep["locks"]}')
+        text = run_text(a, [a.target, how], clean_env())
+        if 'target_lock' not in text or not text.startswith('Process: '):
+            fail(f'{how}: the text report lacks target_lock:\n{text}')
+        print(f'ok: {how}: the report of pid {proc["pid"]} came back (target_lock, '
+              f'{rep["contended"]} contended), in JSON and in text')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
                                       'attach', 'filter', 'holders', 'stacks', 'first_use',
-                                      'empty', 'where'])
+                                      'empty', 'where', 'fast_exit'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
