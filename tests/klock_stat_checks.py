@@ -57,6 +57,12 @@ CHECK is one of:
           thread still holds a lock still gets its report, in JSON and in text, under its
           own pid, with the contention it recorded (target_lock)
 
+  cpp     a C++ program's (tests/stat_target_cpp.cpp) lock and caller are demangled in the
+          text and JSON reports (tpool::thread_pool::lock_,
+          tpool::thread_pool::set_concurrency(unsigned int)+0x..), JSON keeps the mangled
+          names in "mangled", and -F / -L patterns select the demangled names (and still
+          the mangled ones)
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -694,15 +700,59 @@ def check_fast_exit(a):
     return 0
 
 
+# ---- C++ names -------------------------------------------------------------------------------
+
+CPP_LOCK = 'tpool::thread_pool::lock_'
+CPP_LOCK_MANGLED = '_ZN5tpool11thread_pool5lock_E'
+CPP_CALLER = 'tpool::thread_pool::set_concurrency(unsigned int)+0x'
+CPP_CALLER_MANGLED = '_ZN5tpool11thread_pool15set_concurrencyEj+0x'
+
+
+def cpp_callers(rep):
+    return [c for lk in rep['locks'] if lk['name'] == CPP_LOCK for c in lk['callers']
+            if c['contended']]
+
+
+def check_cpp(a):
+    if not a.cpp_target:
+        print('skip: no C++ compiler')
+        return SKIP
+    rep = run_json(a, [a.cpp_target], clean_env())['processes'][0]['report']
+    lk = [lk for lk in rep['locks'] if lk['name'] == CPP_LOCK]
+    if len(lk) != 1 or lk[0].get('mangled') != CPP_LOCK_MANGLED:
+        fail(f'the C++ lock is not named {CPP_LOCK} (mangled {CPP_LOCK_MANGLED}): '
+             f'{[(x["name"], x.get("mangled")) for x in rep["locks"]]}')
+    cs = cpp_callers(rep)
+    if len(cs) != 1 or not (cs[0]['symbol'] or '').startswith(CPP_CALLER) or \
+            not (cs[0].get('mangled') or '').startswith(CPP_CALLER_MANGLED):
+        fail(f'the C++ caller is not {CPP_CALLER}.. (mangled {CPP_CALLER_MANGLED}..): '
+             f'{lk[0]["callers"]}')
+    text = run_text(a, [a.cpp_target], clean_env())
+    if CPP_LOCK not in text or CPP_CALLER not in text or '_ZN5tpool' in text:
+        fail(f'the text report does not show the demangled names:\n{text}')
+    for opts in (('-F', 'tpool::*'), ('-F', '*set_concurrency*'), ('-F', '_ZN5tpool*'),
+                 ('-L', 'tpool::*')):
+        rep = run_json(a, [a.cpp_target], clean_env(), *opts)['processes'][0]['report']
+        if len(cpp_callers(rep)) != 1:
+            fail(f'{" ".join(opts)}: the C++ caller is not selected: {rep["locks"]}')
+    rep = run_json(a, [a.cpp_target], clean_env(), '-F', 'other::*')['processes'][0]['report']
+    if cpp_callers(rep):
+        fail(f'-F other::*: the C++ caller is still shown: {rep["locks"]}')
+    print(f'ok: C++ names demangled: {CPP_LOCK}, {cs[0]["symbol"]} (mangled {cs[0]["mangled"]}); '
+          '-F tpool::* and -L tpool::* select them')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
                                       'attach', 'filter', 'holders', 'stacks', 'first_use',
-                                      'empty', 'where', 'fast_exit'])
+                                      'empty', 'where', 'fast_exit', 'cpp'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
     ap.add_argument('--exit-shim', required=True)
+    ap.add_argument('--cpp-target')
     a = ap.parse_args()
     sys.exit(globals()['check_' + a.check](a) or 0)
 
