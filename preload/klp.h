@@ -8,6 +8,8 @@
 #define KLP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -244,6 +246,12 @@ void klp_sleep_until(const struct klp_deadline *d);
 
 /* A one-line message on stderr: "klock-preload: ..." (no locks, one write(2)). */
 void klp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Set once the process is seen running realtime (SCHED_FIFO/SCHED_RR) threads: by
+ * pthread_create() with such attributes, or by an rwlock set up on such a thread. From
+ * then on KLOCK_RWLOCK=pcpu_rwsem sets up kl_rwlock locks (preload/rwlock.c). Relaxed:
+ * it orders nothing (a lock set up while the first such thread starts may get either). */
+extern _Atomic bool klp_rt_threads;
 
 /* ---- undefined-behaviour misuse, answered as glibc (preload/misuse.c) ------------------ */
 
