@@ -101,12 +101,16 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <klock/lockstat.h>
 #include <klock/topology.h>
 #include "lockstat_impl.h"
+#include "names_impl.h"
 #include "thread.h"
 #include "wordlock.h"
 
@@ -215,6 +219,9 @@ static struct {
 	dev_t exit_dev;                /* the file exit_fd named at load (fstat) */
 	ino_t exit_ino;
 	pid_t pid;                     /* the process that started it (fork children skip) */
+	_Atomic pid_t forked;          /* the last fork() child's pid (its atfork handler) */
+	_Atomic bool exit_done;        /* the exit report was written (atexit or _exit) */
+	pid_t report_pid;              /* the _exit report copy: its parent; else 0 */
 } ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT, .exit_fd = -1,
 	.attach_fd = -1,
 	.out_lock = KLI_WORDLOCK_INIT };
@@ -999,6 +1006,7 @@ static void ls_atfork_child(void)
 {
 	struct kli_thread *self = kli_tls_self;
 
+	atomic_store_explicit(&ls.forked, getpid(), memory_order_relaxed);
 	atomic_store_explicit(&ls.ctl.v, 0, memory_order_relaxed);
 	atomic_store_explicit(&ls.retired_lock.v, 0, memory_order_relaxed);
 	atomic_store_explicit(&ls.out_lock.v, 0, memory_order_relaxed);
@@ -1295,7 +1303,7 @@ static void ls_exit_path(char *buf, size_t len)
 
 	while (*p != '\0' && n + 1 < len) {
 		if (p[0] == '%' && p[1] == 'p') {
-			int w = snprintf(buf + n, len - n, "%ld", (long)getpid());
+			int w = snprintf(buf + n, len - n, "%ld", kli_lockstat_pid());
 
 			n += w > 0 ? (size_t)w : 0;
 			p += 2;
@@ -1354,13 +1362,14 @@ static bool ls_exit_report_fd(void)
 		free(body);
 		return false;
 	}
-	hl = snprintf(NULL, 0, "klock-lockstat pid=%ld bytes=%zu\n", (long)getpid(), len);
+	hl = snprintf(NULL, 0, "klock-lockstat pid=%ld bytes=%zu\n", kli_lockstat_pid(), len);
 	rec = hl > 0 ? malloc((size_t)hl + len + 1) : NULL;
 	if (rec == NULL) {
 		free(body);
 		return false;
 	}
-	snprintf(rec, (size_t)hl + 1, "klock-lockstat pid=%ld bytes=%zu\n", (long)getpid(), len);
+	snprintf(rec, (size_t)hl + 1, "klock-lockstat pid=%ld bytes=%zu\n", kli_lockstat_pid(),
+		 len);
 	memcpy(rec + hl, body, len);
 	ok = ls_write_all(ls.exit_fd, rec, (size_t)hl + len);
 	free(rec);
@@ -1398,14 +1407,72 @@ static void ls_report_out(void)
 	kli_wordlock_unlock(&ls.out_lock);
 }
 
+long kli_lockstat_pid(void)
+{
+	return ls.report_pid != 0 ? (long)ls.report_pid : (long)getpid();
+}
+
 static void ls_exit_report(void)
 {
 	/* A fork child that exits reports only where it cannot overwrite its parent's file. */
-	if (getpid() != ls.pid && ls.exit_fd < 0 &&
+	if (kli_lockstat_pid() != ls.pid && ls.exit_fd < 0 &&
 	    (ls.exit_path == NULL || strstr(ls.exit_path, "%p") == NULL))
 		return;
+	if (ls.report_pid == 0 && atomic_exchange_explicit(&ls.exit_done, true,
+							   memory_order_relaxed))
+		return;   /* _exit() from an atexit handler after this one, or the reverse */
 	kl_lockstat_stop();
 	ls_report_out();
+}
+
+/* ---- the exit report of a process that calls _exit() ------------------------------------ */
+
+/* How long _exit() waits for the copy that writes its report, and how often it looks. */
+#define LS_EXIT_FLUSH_WAIT_MS 10000u
+#define LS_EXIT_FLUSH_POLL_NS 1000000l
+
+/* The copy of an _exit()ing process (@parent): only the calling thread was copied, so
+ * every lock another thread held stays held; lockstat's and the name table's are reset,
+ * as in a fork child, and the report is written as the parent's. A lock we cannot reset
+ * (the C library's malloc or loader lock, held by another thread at the copy) stops it:
+ * the parent gives up waiting and kills it. */
+static KL_NOINLINE void ls_exit_copy(pid_t parent)
+{
+	ls.report_pid = parent;
+	ls_atfork_child();
+	kli_names_atfork_child();
+	ls_exit_report();
+	syscall(SYS_exit_group, 0);
+}
+
+void kli_lockstat_exit_flush(void)
+{
+	pid_t me = getpid();
+	struct timespec poll = { 0, LS_EXIT_FLUSH_POLL_NS };
+	long child;
+	int st;
+
+	if (ls.pid == 0 || (me != ls.pid && me != atomic_load_explicit(&ls.forked,
+								  memory_order_relaxed)))
+		return;   /* no KLOCK_LOCKSTAT, or a vfork child (its parent's memory) */
+	if (atomic_exchange_explicit(&ls.exit_done, true, memory_order_relaxed))
+		return;
+	/* A raw clone: no fork handlers (the program's could wait for a lock a thread
+	 * holds), no exit signal (the program's SIGCHLD handler never sees it). */
+	child = syscall(SYS_clone, 0ul, NULL, NULL, NULL, NULL);
+	if (child == 0)
+		ls_exit_copy(me);
+	for (unsigned ms = 0; child > 0 && ms < LS_EXIT_FLUSH_WAIT_MS; ms++) {
+		long r = waitpid((pid_t)child, &st, __WALL | WNOHANG);
+
+		if (r != 0 && !(r < 0 && errno == EINTR))
+			return;   /* done (or reaped by someone else) */
+		nanosleep(&poll, NULL);
+	}
+	if (child > 0) {
+		kill((pid_t)child, SIGKILL);
+		waitpid((pid_t)child, &st, __WALL);
+	}
 }
 
 /*
@@ -1796,6 +1863,15 @@ bool kli_lockstat_first_site(const void *site)
 {
 	(void)site;
 	return false;
+}
+
+long kli_lockstat_pid(void)
+{
+	return (long)getpid();
+}
+
+void kli_lockstat_exit_flush(void)
+{
 }
 
 void kli_lockstat_init(void)

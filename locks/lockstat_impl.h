@@ -100,6 +100,17 @@ void kli_lockstat_set_stack_depth(unsigned depth);
 /* Library start-up (locks/init.c): exit hook, fork handler, KLOCK_LOCKSTAT. */
 void kli_lockstat_init(void);
 
+/* The process a report is about: getpid(), except in the helper process that writes a
+ * report for an _exit()ing parent (kli_lockstat_exit_flush), where it is the parent. */
+long kli_lockstat_pid(void);
+
+/* From libklock-preload's _exit()/_Exit(): the exit report atexit would have written
+ * (KLOCK_LOCKSTAT set at load; once per process; not in a vfork child). The caller
+ * neither allocates nor takes a lock: a copy of the process (a raw clone, no fork
+ * handlers) writes the report while the caller waits for it, at most
+ * LS_EXIT_FLUSH_WAIT_MS (a copy stuck on a lock another thread held is killed). */
+void kli_lockstat_exit_flush(void);
+
 /* pthread_create(), or the C library's behind an interposer. */
 typedef int (*kli_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
 				    void *);

@@ -244,6 +244,51 @@ static size_t kind_stride(const char *kind)
 static void caller_label(const void *addr, char *buf, size_t len, bool *named,
 			 const char **obj);
 
+/* ---- C++ names ------------------------------------------------------------------------------ */
+
+/* The C++ runtime's demangler (libstdc++'s or libc++'s __cxa_demangle): taken from the
+ * process with dlsym when it is loaded, never linked. */
+typedef char *(*cxa_demangle_fn)(const char *mangled, char *out, size_t *len, int *status);
+
+/* Set while a caller wants labels as the symbol tables spell them (JSON's "mangled"). */
+static _Thread_local bool label_raw;
+
+static cxa_demangle_fn demangler(void)
+{
+	void *p = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+	cxa_demangle_fn fn;
+
+	memcpy(&fn, &p, sizeof(fn));
+	return fn;
+}
+
+/*
+ * Label @buf ("sym", "sym+0xoff", "sym[N]", "init@sym+0xoff[*]", ...) with its C++ symbol
+ * demangled, in place; unchanged when it holds none, the process has no demangler, or the
+ * demangler fails. At report time only: __cxa_demangle allocates its result, which a
+ * report (itself allocating its snapshot) can afford; without memory it fails, and the
+ * mangled name stays. Recording never comes here.
+ */
+static void label_demangle(char *buf, size_t len)
+{
+	char *at = strchr(buf, '@'), *name = at != NULL ? at + 1 : buf, *plain, *rest;
+	char tail[LABEL_MAX];
+	cxa_demangle_fn fn;
+	int status = -1;
+
+	if (label_raw || strncmp(name, "_Z", 2) != 0 || (fn = demangler()) == NULL)
+		return;
+	rest = name + strcspn(name, "+[");   /* a mangled name holds neither */
+	snprintf(tail, sizeof(tail), "%s", rest);
+	*rest = '\0';
+	plain = fn(name, NULL, NULL, &status);
+	if (plain != NULL && status == 0)
+		snprintf(name, len - (size_t)(name - buf), "%s%s", plain, tail);
+	else
+		snprintf(rest, len - (size_t)(rest - buf), "%s", tail);
+	free(plain);
+}
+
 /* A static lock's symbol: name, offset, size, and whether it holds several locks. */
 struct lock_sym {
 	char name[LABEL_MAX - SYM_ROOM];
@@ -307,6 +352,7 @@ static void lock_label(const struct kl_lockstat_row *r, char *buf, size_t len, b
 		snprintf(buf, len, "%s+0x%lx", ls.name, (unsigned long)ls.off);
 	else
 		snprintf(buf, len, "%s", ls.name);
+	label_demangle(buf, len);
 }
 
 /* -M: the address rows of @lock merge under - the start of its array/object. */
@@ -379,6 +425,8 @@ static void caller_label(const void *addr, char *buf, size_t len, bool *named,
 		*named = false;
 		snprintf(buf, len, "%p", addr);
 	}
+	if (*named)
+		label_demangle(buf, len);
 }
 
 /* -m: a caller merged to its function's start prints as the function ("sym", not "sym+0x0"). */
@@ -522,7 +570,7 @@ static void text_header(FILE *f, const struct kl_lockstat_snapshot *s)
 
 	process_name(comm, sizeof(comm));
 	fprintf(f, "Process: %s (pid %ld). Elapsed time: %.2f seconds.\n",
-		comm[0] != '\0' ? comm : "?", (long)getpid(), el);
+		comm[0] != '\0' ? comm : "?", kli_lockstat_pid(), el);
 	if (s->hold_times)
 		fputs("Recorded: every acquisition and its hold time (-Dlockstat_hold=true), "
 		      "and each contended acquisition's spin and sleep time.\n", f);
@@ -895,6 +943,38 @@ static void json_opt_u64(FILE *f, const char *name, uint64_t v, bool valid, cons
 		fprintf(f, "\"%s\": null%s", name, sep);
 }
 
+/* ", "mangled": the C++ symbol that caller label @label (-m: @fold) was demangled from,
+ * spelled as the symbol table does, in the same form ("+0xoff"); null when none was. */
+static void json_mangled(FILE *f, const void *addr, const char *label, bool fold)
+{
+	char raw[LABEL_MAX];
+	const char *obj;
+	bool named;
+
+	label_raw = true;
+	caller_label(addr, raw, sizeof(raw), &named, &obj);
+	label_raw = false;
+	fold_label(raw, fold);
+	fputs(", \"mangled\": ", f);
+	json_str(f, named && strcmp(raw, label) != 0 ? raw : NULL);
+}
+
+/* "object": the file @addr lies in (@obj, caller_label()'s), "offset": @addr's offset in
+ * its mapping - what addr2line takes, also when the object is stripped; both null for code
+ * in no object (JIT). */
+static void json_where(FILE *f, const void *addr, const char *obj)
+{
+	Dl_info info;
+
+	fputs("\"object\": ", f);
+	json_str(f, obj);
+	if (obj != NULL && dladdr(addr, &info) != 0)
+		fprintf(f, ", \"offset\": \"0x%lx\"",
+			(unsigned long)((const char *)addr - (const char *)info.dli_fbase));
+	else
+		fputs(", \"offset\": null", f);
+}
+
 /* The counters every lock and caller object carries (no separator after the last). */
 static void json_stats(FILE *f, const struct kl_lockstat_row *r, bool hold, bool hist)
 {
@@ -952,8 +1032,9 @@ static int json_callers(FILE *f, const struct kl_lockstat_row **sorted, const st
 		fprintf(f, "%s\n        {\"caller\": \"0x%lx\", \"symbol\": ", shown++ ? "," : "",
 			(unsigned long)(uintptr_t)c[i].row->caller);
 		json_str(f, named ? label : NULL);
-		fputs(", \"object\": ", f);
-		json_str(f, obj);
+		json_mangled(f, c[i].row->caller, label, fold);
+		fputs(", ", f);
+		json_where(f, c[i].row->caller, obj);
 		fputs(", ", f);
 		json_stats(f, c[i].row, hold, false);
 		fputc('}', f);
@@ -982,8 +1063,9 @@ static int json_holders(FILE *f, const struct kl_lockstat_snapshot *s, const str
 		fprintf(f, "%s\n        {\"holder\": \"0x%lx\", \"symbol\": ", k ? "," : "",
 			(unsigned long)(uintptr_t)h[k].holder);
 		json_str(f, named ? label : NULL);
-		fputs(", \"object\": ", f);
-		json_str(f, obj);
+		json_mangled(f, h[k].holder, label, (o->flags & KL_LOCKSTAT_MERGE_CALLERS) != 0);
+		fputs(", ", f);
+		json_where(f, h[k].holder, obj);
 		fprintf(f, ", \"waits\": %llu, \"wait_ns\": %llu}", (unsigned long long)h[k].waits,
 			(unsigned long long)h[k].wait_ns);
 	}
@@ -1015,6 +1097,9 @@ static int json_stacks(FILE *f, const struct kl_lockstat_snapshot *s, const stru
 			fprintf(f, "%s{\"pc\": \"0x%lx\", \"symbol\": ", d ? ", " : "",
 				(unsigned long)(uintptr_t)st[k].frames[d]);
 			json_str(f, named ? label : NULL);
+			json_mangled(f, st[k].frames[d], label, false);
+			fputs(", ", f);
+			json_where(f, st[k].frames[d], obj);
 			fputc('}', f);
 		}
 		fputs("]}", f);
@@ -1027,13 +1112,18 @@ static int json_stacks(FILE *f, const struct kl_lockstat_snapshot *s, const stru
 static int json_lock(FILE *f, const struct kl_lockstat_row **sorted, const struct group *g,
 		     const struct kl_lockstat_snapshot *s, const struct kl_lockstat_options *o)
 {
-	char name[LABEL_MAX];
+	char name[LABEL_MAX], raw[LABEL_MAX];
 	int err = 0;
 
 	fprintf(f, "\n    {\"lock\": \"0x%lx\", \"name\": ",
 		(unsigned long)(uintptr_t)g->total.lock);
 	lock_label(sorted[g->first], name, sizeof(name), (o->flags & KL_LOCKSTAT_MERGE) != 0);
 	json_str(f, strncmp(name, "0x", 2) != 0 ? name : NULL);   /* an address: no name */
+	label_raw = true;   /* "mangled": the C++ symbol the name was demangled from */
+	lock_label(sorted[g->first], raw, sizeof(raw), (o->flags & KL_LOCKSTAT_MERGE) != 0);
+	label_raw = false;
+	fputs(", \"mangled\": ", f);
+	json_str(f, strcmp(raw, name) != 0 ? raw : NULL);
 	fputs(", \"kind\": ", f);
 	json_str(f, g->total.kind);
 	fprintf(f, ", \"read\": %s, ", g->total.read ? "true" : "false");
@@ -1069,7 +1159,7 @@ static int json_report(FILE *f, const struct kl_lockstat_snapshot *s,
 		s->recording ? "true" : "false", s->hold_times ? "true" : "false",
 		rank_names[rk]);
 	process_name(comm, sizeof(comm));
-	fprintf(f, "  \"pid\": %ld, \"command\": ", (long)getpid());
+	fprintf(f, "  \"pid\": %ld, \"command\": ", kli_lockstat_pid());
 	json_str(f, comm[0] != '\0' ? comm : NULL);
 	fputs(",\n", f);
 	fprintf(f, "  \"elapsed_ns\": %llu, \"threads\": %u, \"cpus\": %u, \"wait_ns\": %llu, "
@@ -1135,19 +1225,36 @@ static bool row_shown(const struct kl_lockstat_row *r, const struct kl_lockstat_
 	bool named;
 
 	if (o->lock_match[0] != '\0') {
-		lock_label(r, label, sizeof(label), (o->flags & KL_LOCKSTAT_MERGE) != 0);
-		if (fnmatch(o->lock_match, label, 0) != 0) {
-			snprintf(label, sizeof(label), "0x%lx", (unsigned long)(uintptr_t)r->lock);
-			if (fnmatch(o->lock_match, label, 0) != 0)
-				return false;
+		bool hit = false;
+
+		for (int raw = 0; raw < 2 && !hit; raw++) {   /* demangled, then mangled */
+			label_raw = raw;
+			lock_label(r, label, sizeof(label), (o->flags & KL_LOCKSTAT_MERGE) != 0);
+			hit = fnmatch(o->lock_match, label, 0) == 0;
 		}
+		label_raw = false;
+		snprintf(label, sizeof(label), "0x%lx", (unsigned long)(uintptr_t)r->lock);
+		if (!hit && fnmatch(o->lock_match, label, 0) != 0)
+			return false;
 	}
 	if (o->caller_match[0] != '\0') {
-		caller_label(r->caller, label, sizeof(label), &named, &obj);
-		if (fnmatch(o->caller_match, label, 0) == 0)
-			return true;
-		label[strcspn(label, "+")] = '\0';   /* the function alone */
-		return fnmatch(o->caller_match, label, 0) == 0;
+		bool hit = false;
+
+		for (int raw = 0; raw < 2 && !hit; raw++) {   /* demangled, then mangled */
+			char *off;
+
+			label_raw = raw;
+			caller_label(r->caller, label, sizeof(label), &named, &obj);
+			hit = fnmatch(o->caller_match, label, 0) == 0;
+			if (!hit && (off = strstr(label, "+0x")) != NULL) {
+				while (strstr(off + 1, "+0x") != NULL)
+					off = strstr(off + 1, "+0x");
+				*off = '\0';   /* the function alone */
+				hit = fnmatch(o->caller_match, label, 0) == 0;
+			}
+		}
+		label_raw = false;
+		return hit;
 	}
 	return true;
 }

@@ -38,14 +38,14 @@ static struct kli_wordlock name_lock = KLI_WORDLOCK_INIT;
 static struct kli_lock_group *group_list;
 static _Atomic unsigned long group_count;
 
-static void names_atfork_child(void)
+void kli_names_atfork_child(void)
 {
 	atomic_store_explicit(&name_lock.v, 0, memory_order_relaxed);
 }
 
 __attribute__((constructor)) static void names_fork_init(void)
 {
-	pthread_atfork(NULL, NULL, names_atfork_child);
+	pthread_atfork(NULL, NULL, kli_names_atfork_child);
 }
 
 static unsigned name_bucket(const void *lock)

@@ -10,6 +10,9 @@
 /* Drop @lock's name (called by every destroy). Cheap when no lock was ever named. */
 void kli_lock_forget(const void *lock);
 
+/* fork() child (and lockstat's exit-report copy): the name table's lock is free again. */
+void kli_names_atfork_child(void);
+
 /* "<kind> \"<name>\" (<addr>)" or "<kind> <addr>", for reports. */
 void kli_lock_describe(const void *lock, const char *kind, char *buf, size_t len);
 

@@ -21,9 +21,10 @@
  * its folder (in $TMPDIR, else /tmp). With -d SECONDS the same snapshot closes a window:
  * only the records written by then are reported (the command runs on to its end).
  *
- * A process writes its report from atexit(): one that ends with _exit() or is killed
- * (other than through klock-stat) writes none; setuid and statically linked programs
- * ignore LD_PRELOAD. klock-stat says so when no report came back.
+ * A process writes its report from atexit() or from the interposer's _exit()/_Exit(): one
+ * that is killed (other than through klock-stat) writes none; setuid and statically linked
+ * programs ignore LD_PRELOAD. klock-stat says so (on stderr with -j) when no report came
+ * back.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -877,12 +878,12 @@ int main(int argc, char **argv)
 	rmdir(dir);
 	if (o.output != NULL && (out = fopen(o.output, "w")) == NULL)
 		die("cannot write %s", o.output);
-	if (n == 0)
-		fprintf(out, "klock-stat: %s wrote no lockstat report (a static or setuid "
-			"program, or one that ended with _exit() or a signal?)\n", argv[first]);
-	else if (o.json)
+	if (n == 0)   /* JSON readers get an empty list: the note goes to stderr */
+		fprintf(o.json ? stderr : out, "klock-stat: %s wrote no lockstat report (a "
+			"static or setuid program, or one that a signal ended?)\n", argv[first]);
+	if (o.json)
 		print_json(out, r, n, &o, argv + first, status);
-	else
+	else if (n > 0)
 		print_text(out, r, n, &o, (long)child);
 	if (out != stderr)
 		fclose(out);

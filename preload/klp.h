@@ -8,6 +8,8 @@
 #define KLP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -245,6 +247,12 @@ void klp_sleep_until(const struct klp_deadline *d);
 /* A one-line message on stderr: "klock-preload: ..." (no locks, one write(2)). */
 void klp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Set once the process is seen running realtime (SCHED_FIFO/SCHED_RR) threads: by
+ * pthread_create() with such attributes, or by an rwlock set up on such a thread. From
+ * then on KLOCK_RWLOCK=pcpu_rwsem sets up kl_rwlock locks (preload/rwlock.c). Relaxed:
+ * it orders nothing (a lock set up while the first such thread starts may get either). */
+extern _Atomic bool klp_rt_threads;
+
 /* ---- undefined-behaviour misuse, answered as glibc (preload/misuse.c) ------------------ */
 
 /* A NORMAL mutex relocked by its owner: reported per KLOCK_ON_ERROR, then blocks for ever. */
@@ -259,6 +267,10 @@ void klp_misuse_unlock(const char *kind, const void *lock, bool foreign, const v
  * write-holds (@writer): reported per KLOCK_ON_ERROR; the caller leaves the lock as it is
  * and returns 0. */
 void klp_misuse_rw_unlock(const void *lock, bool writer, const void *site);
+
+/* pthread_rwlock_destroy() of a lock still held or waited for: reported per KLOCK_ON_ERROR;
+ * the caller leaves the lock as it is and returns 0 (glibc's answer). */
+void klp_misuse_rw_destroy(const void *lock, const void *site);
 
 /* ---- mutex internals other files use (preload/mutex.c) --------------------------------- */
 

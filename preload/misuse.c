@@ -12,6 +12,10 @@
  *   rwlock unlock by a thread   (a free lock, or one another thread write-holds) glibc:
  *   that holds nothing          returns 0 and takes it for a read unlock, corrupting its
  *                               reader count: we return 0 and leave the lock as it is.
+ *   destroy of a held or        glibc: returns 0 and changes nothing (its destroy is a
+ *   waited-for rwlock           no-op): so do we - the lock is left as it is, still usable
+ *                               or re-initialisable (a pcpu_rwsem keeps its counters).
+ *                               No program can rely on EBUSY there: glibc never returns it.
  *
  * KLOCK_ON_ERROR decides the report: unset, each lock is reported once (then counted
  * silently); `warn` reports every time; `abort` reports and aborts (klock's own default:
@@ -37,7 +41,8 @@
 /* How many of them lockstat's report lists. */
 #define MISUSE_SHOWN 32u
 
-enum misuse { MU_RELOCK, MU_UNLOCK_FREE, MU_UNLOCK_FOREIGN, MU_UNLOCK_WRITER, MU_COUNT };
+enum misuse { MU_RELOCK, MU_UNLOCK_FREE, MU_UNLOCK_FOREIGN, MU_UNLOCK_WRITER, MU_DESTROY_HELD,
+	      MU_COUNT };
 
 static const char *const mu_what[MU_COUNT] = {
 	[MU_RELOCK] = "relock of a held non-recursive lock (deadlocks, as POSIX and glibc)",
@@ -46,9 +51,11 @@ static const char *const mu_what[MU_COUNT] = {
 	[MU_UNLOCK_WRITER] = "unlock by a thread that holds nothing while another thread "
 			     "write-holds the lock (returns 0, as glibc; the lock stays "
 			     "write-held)",
+	[MU_DESTROY_HELD] = "destroy of a held or waited-for lock (returns 0, as glibc; the "
+			    "lock is left as it is)",
 };
 static const char *const mu_short[MU_COUNT] = { "relock", "unlock-free", "unlock-foreign",
-						"unlock-writer" };
+						"unlock-writer", "destroy-held" };
 
 struct misuse_entry {
 	_Atomic uintptr_t lock;          /* 0: free entry */
@@ -149,4 +156,9 @@ void klp_misuse_unlock(const char *kind, const void *lock, bool foreign, const v
 void klp_misuse_rw_unlock(const void *lock, bool writer, const void *site)
 {
 	klp_misuse(writer ? MU_UNLOCK_WRITER : MU_UNLOCK_FREE, "rwlock", lock, site);
+}
+
+void klp_misuse_rw_destroy(const void *lock, const void *site)
+{
+	klp_misuse(MU_DESTROY_HELD, "rwlock", lock, site);
 }

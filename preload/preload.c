@@ -5,7 +5,7 @@
  * What it is. `LD_PRELOAD=libklock-preload.so program` puts this library first in the
  * symbol search order, so the program's (and its libraries') calls to pthread_mutex_*,
  * pthread_cond_*, pthread_rwlock_* and pthread_spin_* (and pthread_cancel, for the condvar
- * waits' cancellation) land here. Each object is decided
+ * waits' cancellation; _exit and _Exit, for lockstat's exit report) land here. Each object is decided
  * once - a klock lock, or glibc's own and forwarded to the real function found with
  * dlsym(RTLD_NEXT) - and the decision is written INTO the object, so every later call
  * knows it from one load. LiTL (userspace-peers.md section 3) does the same job with a
@@ -160,10 +160,12 @@
  * other interposers of the same functions cannot be combined with this library.
  */
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "klp.h"
@@ -379,16 +381,57 @@ void klp_sleep_until(const struct klp_deadline *d)
 
 /* ---- threads ------------------------------------------------------------------------------- */
 
+_Atomic bool klp_rt_threads;
+
+/* Whether @attr starts a SCHED_FIFO/SCHED_RR thread (its own policy, not inherited). */
+static bool klp_attr_realtime(const pthread_attr_t *attr)
+{
+	int inherit, policy;
+
+	return attr != NULL && pthread_attr_getinheritsched(attr, &inherit) == 0 &&
+	       inherit == PTHREAD_EXPLICIT_SCHED &&
+	       pthread_attr_getschedpolicy(attr, &policy) == 0 &&
+	       (policy == SCHED_FIFO || policy == SCHED_RR);
+}
+
 /* glibc's; and with the program's first thread, klock-stat's lockstat control thread
- * (lockstat.c: a single-threaded program must stay single-threaded). */
+ * (lockstat.c: a single-threaded program must stay single-threaded). A realtime thread
+ * started here sets klp_rt_threads (preload/rwlock.c: KLOCK_RWLOCK=pcpu_rwsem). */
 KLP_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 			      void *(*fn)(void *), void *arg)
 {
 	int err = KLP_REAL(pthread_create)(thread, attr, fn, arg);
 
+	if (err == 0 && klp_attr_realtime(attr))
+		atomic_store_explicit(&klp_rt_threads, true, memory_order_relaxed);
 	if (err == 0)
 		kli_lockstat_ctl_start(KLP_REAL(pthread_create));
 	return err;
+}
+
+/* ---- _exit ------------------------------------------------------------------------------ */
+
+/* A program that leaves by _exit() or _Exit() (to skip its atexit handlers and stdio
+ * flushes: ld.lld, fork children, fast exits) runs no atexit, so lockstat's exit report
+ * is written here (KLOCK_LOCKSTAT set; lockstat.c: kli_lockstat_exit_flush(), which
+ * neither allocates nor locks in this process). Then the process ends as glibc's _exit
+ * ends it: exit_group. glibc's own internal calls of _exit (exit(), posix_spawn's child)
+ * do not come here. */
+static _Noreturn void klp_exit_group(int status)
+{
+	kli_lockstat_exit_flush();
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+KLP_EXPORT void _exit(int status)
+{
+	klp_exit_group(status);
+}
+
+KLP_EXPORT void _Exit(int status)
+{
+	klp_exit_group(status);
 }
 
 static void klp_atfork_child(void)

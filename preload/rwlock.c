@@ -44,7 +44,13 @@
  * outranks the recorded writers takes kli_rwlock_read_lock_outranking(): it waits for a
  * write holder, not for waiting writers. Ordering: a snapshot (relaxed); a writer that
  * blocks just after the reader looked is, for POSIX, not yet blocked. kl_pcpu_rwsem keeps
- * its writer preference (documented in docs/preload.md).
+ * its writer preference - its readers are per-CPU counts a blocked writer stops, and a
+ * reader let past a draining writer could not tell whether the writer already owns the
+ * lock - so under KLOCK_RWLOCK=pcpu_rwsem a process that runs realtime threads gets
+ * kl_rwlock instead, for every rwlock it sets up (init, or adoption on first use) from
+ * the moment it is seen to: the setting-up thread is SCHED_FIFO/SCHED_RR, or
+ * pthread_create() started such a thread (klp_rt_threads). A lock set up before keeps
+ * kl_pcpu_rwsem (documented in docs/preload.md).
  *
  * Errors, as glibc: EINVAL for a timed call's tv_nsec out of range (checked first, even
  * when the lock is free), EDEADLK for rdlock/wrlock/timed* by the writer, EBUSY for try* that
@@ -144,20 +150,37 @@ static inline void rd_remove(int i)
 
 /* ---- tags and adoption ---------------------------------------------------------------- */
 
+static int rw_rt_prio(void);
+
+/* The implementation a lock set up now gets: KLOCK_RWLOCK's, but kl_rwlock rather than
+ * kl_pcpu_rwsem in a process that runs realtime threads (see the top). */
+static unsigned rw_impl_now(void)
+{
+	unsigned impl = klp_config()->rw_impl;
+
+	if (impl != KLP_R_PCPU)
+		return impl;
+	if (!atomic_load_explicit(&klp_rt_threads, memory_order_relaxed) && rw_rt_prio() == 0)
+		return impl;
+	atomic_store_explicit(&klp_rt_threads, true, memory_order_relaxed);
+	return KLP_R_RWLOCK;
+}
+
 static uint64_t rw_tag(struct klp_rwlock *rw)
 {
 	uint64_t t = atomic_load_explicit(&rw->tag, memory_order_acquire); /* T2 */
-	unsigned impl = klp_config()->rw_impl, kind;
+	unsigned impl, kind;
 
 	if (KLP_TAG_OURS(t))
 		return t;
-	if (t != 0 || impl == KLP_R_PTHREAD ||
+	if (t != 0 || klp_config()->rw_impl == KLP_R_PTHREAD ||
 	    atomic_load_explicit((_Atomic int *)(void *)((char *)rw + KLP_RW_SHARED_OFF),
 				 memory_order_relaxed) != 0)
 		return 0;
 	kind = atomic_load_explicit(&rw->kind, memory_order_relaxed);
 	if (kind > KLP_RK_NONRECURSIVE)
 		return 0;
+	impl = rw_impl_now();
 	/* T1: release, pairs with T2 (zero bytes are both locks' static initializers). */
 	if (atomic_compare_exchange_strong_explicit(&rw->tag, &t, KLP_TAG(impl, kind),
 						    memory_order_acq_rel, memory_order_acquire)) {
@@ -612,7 +635,7 @@ KLP_EXPORT int pthread_rwlock_init(pthread_rwlock_t *prw, const pthread_rwlockat
 {
 	struct klp_rwlock *rw = RW(prw);
 	int pshared = PTHREAD_PROCESS_PRIVATE, kind = PTHREAD_RWLOCK_DEFAULT_NP;
-	unsigned impl = klp_config()->rw_impl;
+	unsigned impl = rw_impl_now();
 
 	KLP_ENTER();
 	if (attr != NULL) {
@@ -647,6 +670,10 @@ KLP_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *prw)
 	if (t & KLP_TAG_DESTROYED)
 		return EINVAL;
 	err = rw_pcpu(t) ? kl_pcpu_rwsem_destroy(&rw->u.pc) : kl_rwlock_destroy(&rw->u.rw);
+	if (err == EBUSY) {   /* held (by a thread that may have exited) or waited for */
+		klp_misuse_rw_destroy(rw, KLI_SITE());
+		return 0;     /* glibc's answer; the lock stays as it is */
+	}
 	if (err == 0)
 		atomic_store_explicit(&rw->tag, t | KLP_TAG_DESTROYED, memory_order_relaxed);
 	return err;

@@ -43,6 +43,26 @@ CHECK is one of:
   filter  -L PATTERN keeps only the locks it names (target_locks[N], not target_lock),
           -F PATTERN only the call sites in the functions it names; --sort avg is passed on
 
+  empty   -j always writes one JSON document: when no process of the command wrote a
+          report (a missing command, a static program, one that a signal killed, also
+          with -d or --all) it is an object with an empty processes list, and the note
+          that no report came back goes to standard error
+
+  where   every JSON caller, holder and stack frame carries its object's path and its
+          offset there: addr2line -f -e OBJECT OFFSET names the function the symbol
+          field names, and in a stripped copy of the program (symbol null) the pair is
+          still there, the text report's file+offset
+
+  fast_exit  a program that leaves by _exit() or _Exit() (skipping atexit) while another
+          thread still holds a lock still gets its report, in JSON and in text, under its
+          own pid, with the contention it recorded (target_lock)
+
+  cpp     a C++ program's (tests/stat_target_cpp.cpp) lock and caller are demangled in the
+          text and JSON reports (tpool::thread_pool::lock_,
+          tpool::thread_pool::set_concurrency(unsigned int)+0x..), JSON keeps the mangled
+          names in "mangled", and -F / -L patterns select the demangled names (and still
+          the mangled ones)
+
 A check whose tool is missing exits 77 (meson: skipped).
 """
 import argparse
@@ -557,14 +577,182 @@ def check_filter(a):
     return 0
 
 
+# ---- -j with no report ------------------------------------------------------------------
+
+STATIC_PROGRAMS = ('/sbin/ldconfig', '/usr/sbin/ldconfig')
+
+
+def is_static(path):
+    """An ELF program with no PT_INTERP (static or static-pie): it ignores LD_PRELOAD."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head[:4] == b'\x7fELF' and b'/ld-linux' not in head and b'ld.so' not in head
+
+
+def no_report_cases():
+    cases = [('a missing command', ['/nonexistent/klock-stat-test'], (), 127),
+             ('a program a signal killed', ['sh', '-c', 'kill -KILL $$'], (), 128 + 9),
+             ('-d, a program a signal killed', ['sh', '-c', 'kill -KILL $$'],
+              ('-d', '5'), 128 + 9),
+             ('--all, nothing to show', ['sh', '-c', 'kill -KILL $$'], ('--all',), 128 + 9)]
+    static = [p for p in STATIC_PROGRAMS if is_static(p)]
+    if static:
+        cases.append(('a static program', [static[0], '-p'], (), 0))
+    return cases
+
+
+def check_empty(a):
+    for what, cmd, opts, rc in no_report_cases():
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, 'r.json')
+            p = subprocess.run(stat_cmd(a, '-j', '-o', out, *opts) + cmd, env=clean_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               timeout=TIMEOUT)
+            err = p.stderr.decode(errors='replace')
+            if p.returncode != rc:
+                fail(f'{what}: klock-stat exit status {p.returncode}, expected {rc}: {err}')
+            text = open(out).read() if os.path.exists(out) else ''
+        try:
+            j = json.loads(text)
+        except ValueError:
+            fail(f'{what}: -j wrote no JSON: {text[:400]!r}')
+        if j.get('klock_stat') != 1 or j.get('processes') != [] or j.get('status') != rc:
+            fail(f'{what}: expected an empty processes list and status {rc}: {j}')
+        if 'wrote no lockstat report' not in err:
+            fail(f'{what}: the note is not on standard error: {err!r}')
+        print(f'ok: {what}: -j wrote {{"processes": []}}, status {rc}, the note on stderr')
+    return 0
+
+
+# ---- object and offset on every site ------------------------------------------------------
+
+def sites_of(rep):
+    """Every caller, holder and stack frame of a report."""
+    for lk in rep['locks']:
+        yield from lk['callers']
+        yield from lk.get('holders', [])
+        for st in lk.get('stacks', []):
+            yield from st['frames']
+
+
+def check_where(a):
+    addr2line, strip = shutil.which('addr2line'), shutil.which('strip')
+    if addr2line is None or strip is None:
+        print('skip: no addr2line or strip (binutils)')
+        return SKIP
+    rep = run_json(a, [a.target, '--holder'], clean_env(), '-S', '3')['processes'][0]['report']
+    named = 0
+    for site in sites_of(rep):
+        if not isinstance(site.get('object'), str) or \
+                not re.fullmatch(r'0x[0-9a-f]+', site.get('offset') or ''):
+            fail(f'a site without object and offset: {site}')
+        sym = site['symbol'] or ''
+        if site['object'] == a.target and '+0x' in sym:
+            # -i: the functions inlined at that address, innermost first, then the
+            # function the symbol table (and so the report) names
+            out = subprocess.run([addr2line, '-f', '-i', '-e', site['object'], site['offset']],
+                                 stdout=subprocess.PIPE, check=True).stdout.decode().split()
+            if sym.split('+0x')[0] not in out[0::2]:
+                fail(f'addr2line {site["offset"]} names {out[0::2]}, the report {sym}: {site}')
+            named += 1
+    if named == 0:
+        fail(f'no site of the program to check with addr2line: {list(sites_of(rep))}')
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, 'stat-target-stripped')
+        shutil.copy(a.target, exe)
+        subprocess.run([strip, exe], check=True)
+        rep = run_json(a, [exe], clean_env(), '-S', '3')['processes'][0]['report']
+        text = run_text(a, [exe], clean_env())
+    mine = [s for s in sites_of(rep) if s.get('object') == exe]
+    if not mine or any(s['symbol'] is not None or s.get('offset') is None for s in mine):
+        fail(f'the stripped program\'s sites lack object and offset: {list(sites_of(rep))}')
+    missing = [s['offset'] for s in mine if 'stat-target-stripped+' + s['offset'] not in text
+               and 'pc' not in s]
+    if missing:
+        fail(f'JSON offsets {missing} are not the text report\'s file+offset:\n{text}')
+    print(f'ok: every site has object and offset; addr2line agrees on {named} named sites; '
+          f'{len(mine)} sites in the stripped program, e.g. {mine[0]["offset"]}')
+    return 0
+
+
+# ---- _exit -------------------------------------------------------------------------------
+
+def check_fast_exit(a):
+    for how in ('--_exit', '--_Exit'):
+        j = run_json(a, [a.target, how], clean_env())
+        if len(j['processes']) != 1:
+            fail(f'{how}: expected the program\'s report: {j}')
+        proc = j['processes'][0]
+        rep = proc['report']
+        if rep['pid'] != proc['pid']:
+            fail(f'{how}: the report is not the program\'s own: pid {rep["pid"]} '
+                 f'in the record of {proc["pid"]}')
+        if not any(lk['name'] == 'target_lock' and lk['contended'] > 0 for lk in rep['locks']):
+            fail(f'{how}: target_lock\'s wait is not in the report: {rep["locks"]}')
+        text = run_text(a, [a.target, how], clean_env())
+        if 'target_lock' not in text or not text.startswith('Process: '):
+            fail(f'{how}: the text report lacks target_lock:\n{text}')
+        print(f'ok: {how}: the report of pid {proc["pid"]} came back (target_lock, '
+              f'{rep["contended"]} contended), in JSON and in text')
+    return 0
+
+
+# ---- C++ names -------------------------------------------------------------------------------
+
+CPP_LOCK = 'tpool::thread_pool::lock_'
+CPP_LOCK_MANGLED = '_ZN5tpool11thread_pool5lock_E'
+CPP_CALLER = 'tpool::thread_pool::set_concurrency(unsigned int)+0x'
+CPP_CALLER_MANGLED = '_ZN5tpool11thread_pool15set_concurrencyEj+0x'
+
+
+def cpp_callers(rep):
+    return [c for lk in rep['locks'] if lk['name'] == CPP_LOCK for c in lk['callers']
+            if c['contended']]
+
+
+def check_cpp(a):
+    if not a.cpp_target:
+        print('skip: no C++ compiler')
+        return SKIP
+    rep = run_json(a, [a.cpp_target], clean_env())['processes'][0]['report']
+    lk = [lk for lk in rep['locks'] if lk['name'] == CPP_LOCK]
+    if len(lk) != 1 or lk[0].get('mangled') != CPP_LOCK_MANGLED:
+        fail(f'the C++ lock is not named {CPP_LOCK} (mangled {CPP_LOCK_MANGLED}): '
+             f'{[(x["name"], x.get("mangled")) for x in rep["locks"]]}')
+    cs = cpp_callers(rep)
+    if len(cs) != 1 or not (cs[0]['symbol'] or '').startswith(CPP_CALLER) or \
+            not (cs[0].get('mangled') or '').startswith(CPP_CALLER_MANGLED):
+        fail(f'the C++ caller is not {CPP_CALLER}.. (mangled {CPP_CALLER_MANGLED}..): '
+             f'{lk[0]["callers"]}')
+    text = run_text(a, [a.cpp_target], clean_env())
+    if CPP_LOCK not in text or CPP_CALLER not in text or '_ZN5tpool' in text:
+        fail(f'the text report does not show the demangled names:\n{text}')
+    for opts in (('-F', 'tpool::*'), ('-F', '*set_concurrency*'), ('-F', '_ZN5tpool*'),
+                 ('-L', 'tpool::*')):
+        rep = run_json(a, [a.cpp_target], clean_env(), *opts)['processes'][0]['report']
+        if len(cpp_callers(rep)) != 1:
+            fail(f'{" ".join(opts)}: the C++ caller is not selected: {rep["locks"]}')
+    rep = run_json(a, [a.cpp_target], clean_env(), '-F', 'other::*')['processes'][0]['report']
+    if cpp_callers(rep):
+        fail(f'-F other::*: the C++ caller is still shown: {rep["locks"]}')
+    print(f'ok: C++ names demangled: {CPP_LOCK}, {cs[0]["symbol"]} (mangled {cs[0]["mangled"]}); '
+          '-F tpool::* and -L tpool::* select them')
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('check', choices=['signal', 'setuid', 'sites', 'names', 'window', 'hist',
-                                      'attach', 'filter', 'holders', 'stacks', 'first_use'])
+                                      'attach', 'filter', 'holders', 'stacks', 'first_use',
+                                      'empty', 'where', 'fast_exit', 'cpp'])
     ap.add_argument('--stat', required=True)
     ap.add_argument('--preload', required=True)
     ap.add_argument('--target', required=True)
     ap.add_argument('--exit-shim', required=True)
+    ap.add_argument('--cpp-target')
     a = ap.parse_args()
     sys.exit(globals()['check_' + a.check](a) or 0)
 

@@ -30,10 +30,13 @@
  *             KLOCK_LOCKSTAT_FD), and contends target_late_lock in target_after_window().
  *   --serve   then prints "ready <pid>" and waits for a signal (SIGTERM ends it, as a
  *             server that never installed a handler).
+ *   --_exit, --_Exit  then leaves by _exit(0) / _Exit(0) (no atexit handlers) while a
+ *             thread still runs, blocked for ever holding target_parked_lock.
  * Without --serve it prints "target: done" and returns from main().
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -371,6 +374,35 @@ static void retitle(int argc, char **argv)
 	snprintf(argv[0], (size_t)(end - argv[0]) + 1, "x: %s", "retitled");
 }
 
+static pthread_mutex_t target_parked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Holds target_parked_lock until the process ends. */
+static void *parked(void *arg)
+{
+	pthread_mutex_lock(&target_parked_lock);
+	atomic_store((_Atomic int *)arg, 1);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* Leaves by _exit() (@upper: _Exit()) while a thread holds a lock, skipping atexit. */
+static int leave_fast(int upper)
+{
+	static _Atomic int holding;
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, parked, &holding) != 0)
+		return 1;
+	while (!atomic_load(&holding))
+		sched_yield();
+	puts("target: leaving");
+	fflush(stdout);
+	if (upper)
+		_Exit(0);
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	int title = 0, serve = 0, alloc = 0, array = 0, heap = 0, late = 0, at_exit = 0;
@@ -416,6 +448,9 @@ int main(int argc, char **argv)
 	}
 	if (title)
 		retitle(argc, argv);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--_exit") == 0 || strcmp(argv[i], "--_Exit") == 0)
+			return leave_fast(argv[i][3] == 'E');
 	if (serve) {
 		printf("ready %ld\n", (long)getpid());
 		fflush(stdout);
