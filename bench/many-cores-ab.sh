@@ -77,7 +77,8 @@ done
 	echo "git: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	echo "threads $threads, rounds $rounds, ${dur} s runs (+${warm} s warm-up), budget ${budget} s"
 	for side in old new; do
-		echo "$side: ${!side}: $(${!side} --version 2>&1 | head -1)"
+		rev=$(cat "$(dirname "${!side}")/revision" 2>/dev/null || echo "not recorded")
+		echo "$side: ${!side}: $(${!side} --version 2>&1 | head -1), revision $rev"
 		echo "  write-only: ${locks[$side-w100]}"
 		echo "  1% writes:  ${locks[$side-w1]}"
 	done
