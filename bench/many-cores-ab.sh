@@ -139,7 +139,7 @@ summarise() {
 		np = split(FILENAME, p, "/"); fn = p[np]; side = substr(fn, 1, index(fn, "-") - 1)
 		delete col
 		for (i = 1; i <= NF; i++) col[$i] = i
-		for (i = 1; i <= NF; i++) if ($i ~ /_per_/ && $i != "ops_per_s" && $i != "retries_per_read" && !($i in cnt)) { cnt[$i] = 1; cnames[++ncnt] = $i }
+		for (i = 1; i <= NF; i++) if ($i ~ /_per_|handover/ && $i != "ops_per_s" && $i != "retries_per_read" && !($i in cnt)) { cnt[$i] = 1; cnames[++ncnt] = $i }
 		next
 	}
 	{
