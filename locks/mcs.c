@@ -49,8 +49,10 @@
  * (TWA): the two waiters right behind the holder stay awake - they spin, then yield, for
  * MCS_NEAR_AWAKE_NS in all, then sleep too (a lock held for seconds costs its waiters no
  * CPU; until 2026-12 they yielded for ever: 2.9 s of CPU in a 3 s wait under the
- * interposer); waiters further back spin as long while the queue has the CPUs it needs,
- * and only briefly once it is full (mcs_spin_budget()), then sleep on their own node's
+ * interposer); waiters further back do the same while the threads fit on the CPUs
+ * (mcs_stays_awake(): a far waiter cannot see the queue move, and asleep in a moving
+ * queue its turn would come before its wake-up), and once threads outnumber the CPUs
+ * poll only briefly (mcs_spin_budget()), then sleep on their own node's
  * flag (a futex word only they and their predecessor touch). A waiter promoted to NEXT
  * promotes its own
  * successor to NEAR, waking it if it sleeps: the wake-up pipeline runs one place ahead of
@@ -123,9 +125,9 @@
  *       membarrier, an interrupt to every CPU running one of our threads, so it must
  *       stay rare: only a waiter near the lock with its flag at 1 runs it (after
  *       MCS_NEAR_AWAKE_NS awake), a waiter that slept keeps its flag at 0 for the rest of
- *       its wait, and a thread that ran G2 keeps it at 0 for its next MCS_CALM_WAITS
- *       waits (exchange grants, sleeps without G2): at most one G2 per thread per
- *       MCS_CALM_WAITS waits. Waiters further back keep the flag at 0 and sleep without
+ *       its wait, and a thread keeps it at 0 for its first MCS_CALM_WAITS waits and for
+ *       as many after each G2 (exchange grants, sleeps without G2): at most one G2 per
+ *       MCS_CALM_WAITS waits of a thread. Waiters further back keep the flag at 0 and sleep without
  *       one. The flag has a
  *       cache line of its own because the grant's read of the locked word itself
  *       (8e94b75-1a4963b) cost the hand-over a coherence transaction: the granter's read
@@ -230,14 +232,16 @@
 
 /* node.awake: the waiter runs G2 before it sleeps (any other value: it may not). */
 #define MCS_AWAKE 1u
-/* After a G2, this thread's next waits keep node.awake at 0 (their grants are exchanges,
- * their sleeps need no G2): a thread whose near wait outlasted MCS_NEAR_AWAKE_NS is in a
- * regime of long holds or preempted holders and will likely sleep again. So a thread
- * issues at most one G2 per this many waits. */
+/* A thread's first waits, and its waits after a G2, keep node.awake at 0 (their grants
+ * are exchanges, their sleeps need no G2): a thread whose near wait outlasted
+ * MCS_NEAR_AWAKE_NS is in a regime of long holds or preempted holders and will likely
+ * sleep again. So a thread issues at most one G2 per this many waits: at most one
+ * membarrier per MCS_CALM_WAITS contended acquisitions, whatever the load. */
 #define MCS_CALM_WAITS 4096u
 
-/* Waits left before this thread's nodes may set node.awake again (0: they may). */
-static __thread uint32_t mcs_stirred __attribute__((tls_model("initial-exec")));
+/* Waits left before this thread's nodes may set node.awake (0: they may). */
+static __thread uint32_t mcs_stirred __attribute__((tls_model("initial-exec"))) =
+	MCS_CALM_WAITS;
 
 /* A link's flags need spare low bits in node addresses. */
 _Static_assert(_Alignof(struct kl_mcs_node) > MCS_LINK_FLAGS, "a link's flags need aligned nodes");
@@ -383,6 +387,17 @@ static uint64_t mcs_spin_budget(const struct kl_mcs *l, uint32_t rank)
 		       MCS_QUEUE_SPIN_NS : MCS_SPIN_NS;
 }
 
+/* Budget spent: does a waiter of @rank stay awake (yield) until MCS_NEAR_AWAKE_NS has
+ * passed, rather than sleep now? The two nearest the lock always (the hand-over must not
+ * wait for their wake-up); one further back while the threads fit on the CPUs (it has a
+ * CPU of its own; asleep, its turn would come before its wake-up does in any queue that
+ * moves, and the whole queue would wait). */
+static bool mcs_stays_awake(const struct kl_mcs *l, uint32_t rank)
+{
+	return rank != MCS_WAITING ||
+	       !mcs_over(atomic_load_explicit(&l->crowd, memory_order_relaxed));
+}
+
 /* Our spin budget ran out before the grant: the holder or the queue is short of CPUs (or
  * the holds are long). Turns counting on, so newcomers count themselves from now on
  * (mcs_lock_contended()); the drain turns it off (mcs_unlocked_crowd()). */
@@ -438,7 +453,7 @@ static void mcs_wait_granted(struct kl_mcs *l, struct kl_mcs_node *n, uint32_t r
 		if (kli_spin_poll(&s))
 			continue;
 		mcs_counting_on(l);
-		seen = mcs_pause(n, v, rank != MCS_WAITING && !kli_spin_expired(&awake), w);
+		seen = mcs_pause(n, v, mcs_stays_awake(l, rank) && !kli_spin_expired(&awake), w);
 		slept |= seen == MCS_SLEEPING;
 		kli_spin_start(&s, mcs_spin_budget(l, rank));
 	}

@@ -20,9 +20,7 @@
  *             bits 16-30: passive waiters (no ticket yet) parked on &sleepers - one word,
  *             so the uncontended unlock asks "anyone asleep?" with one load;
  *             bit 31 TICKET_FENCED: the fenced mode (below): a sleeper needs no heavy
- *             fence, and every unlock takes the library's RMW on this word
- *   quiet     fenced mode: unlocks in a row that found no sleeper (holders only; racy
- *             by design, nothing but the mode's end rests on it)
+ *             fence, and every unlock takes the library's fence and second look (W1)
  *   holder    debug builds only: the holder's record (locks/lockdebug.h)
  * Invariants: owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
  * owner. A waiter further back parks only while its ticket is at least two places from
@@ -67,10 +65,14 @@
  *       in line's sleep (its count in bits 14-15, its validate my - owner >= 1): the
  *       unlock that serves it sees the count, or it sees itself served. The light side is
  *       what keeps the uncontended unlock a plain store plus two loads.
- *   S1/S2 again for passive waiters: the passive count in sleepers, the heavy fence, then
- *       the gate's validate reads owner and next; the unlock that empties the queue (owner
- *       == next after T3) sees the count and unparks one, or the waiter sees the room.
- *       Nothing rests on it but latency: a passive waiter also wakes by its timeout.
+ *   P0 passive waiters take no fence: the passive count in sleepers, then the gate's
+ *       validate reads owner and next; the unlock that empties the queue (owner == next
+ *       after T3) usually sees the count and unparks one, or the waiter sees the room.
+ *       Without a fence both can miss (store buffering), and the waiter then sleeps to
+ *       its timeout, TICKET_ROTATE_NS, the rotation period it would wait anyway when the
+ *       queue stays crowded: nothing rests on it but latency, so a passive wait never
+ *       costs a membarrier (one per passive wait made the heavy fence a cost per
+ *       acquisition once threads outnumber the CPUs).
  *   F1/F2 the fenced mode: one heavy fence per contention episode, not one per sleep. A
  *       membarrier interrupts every CPU that runs one of our threads, so S1 per sleep cost
  *       a contended lock more with each CPU (on 16 CPUs, 8-11 CPUs of system time). The
@@ -82,15 +84,19 @@
  *       validate after it sees the new owner) or loads sleepers after it and finds it
  *       non-zero (a count is in from before the membarrier until TICKET_FENCED is set,
  *       and TICKET_FENCED stays until the word holds nothing else). A non-zero word sends
- *       the unlock to ticket_wake(), whose first step is an acq_rel RMW on sleepers (W1).
- *       W1 and a sleeper's count RMW are ordered in the word's modification order: W1
- *       first, and the sleeper's RMW reads from W1's release sequence, so T3 happens-
- *       before its validate, which sees itself served; the count first, and W1 returns
- *       it, so the unlock wakes it (under the bucket lock, against its validate).
- *       The mode ends after TICKET_FENCED_QUIET unlocks in a row whose W1 found nothing
- *       but the flag: a CAS from exactly TICKET_FENCED to 0, which fails if a sleeper
- *       counted itself meanwhile; a sleeper whose RMW comes after the CAS finds the flag
- *       clear and issues S1 itself.
+ *       the unlock to ticket_wake(), whose first step is a seq_cst fence and a second
+ *       load of sleepers (W1); a sleeper that skips S1 issues a seq_cst fence after its
+ *       count (W2) before its validate. Two seq_cst fences: whichever comes first in
+ *       their single order, the other side's load sees its partner's store (W1 first:
+ *       the sleeper's validate sees T3 and it does not sleep; W2 first: W1's load sees
+ *       the count and the unlock wakes it, under the bucket lock against its validate).
+ *       A fence, not an RMW: the unlock writes nothing more to the line its successor
+ *       spins on. The mode ends when the unlocking thread has done TICKET_FENCED_QUIET
+ *       fenced-mode unlocks in a row that found nothing but the flag (a per-thread count:
+ *       approximate, nothing but the mode's end rests on it): a CAS from exactly
+ *       TICKET_FENCED to the word without it, which fails if a sleeper counted itself in or
+ *       out meanwhile; a sleeper whose RMW comes after the CAS finds the flag clear and
+ *       issues S1 itself. Passive waiters (P0) neither need nor keep the mode.
  *   Trylock: T2 (acquire load of owner), then a CAS next: owner -> owner + 1, which
  *   succeeds only if no ticket was taken since, so the owner value read is current.
  *
@@ -104,10 +110,10 @@
  * ticket_wake()). klbench latency, a pair: 7.9 ns through the library, 5.3 ns with the
  * lock inline, 4.0-4.5 ns with both inline; ck's ticket 7.4-8.0 ns.
  *
- * Pros: 16 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
+ * Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
  * two loads); at most one heavy fence per contention episode (F1/F2), so no cost on the
  * contended path grows with the CPUs. Cons: for TICKET_FENCED_QUIET unlocks after a
- * sleep, every unlock calls into the library for one RMW on the lock's line; every awake waiter polls one line (O(waiters) traffic per release);
+ * sleep, every unlock calls into the library for a full fence and a second load; every awake waiter polls one line (O(waiters) traffic per release);
  * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
  * waking a sleeper costs a system call in the unlock that makes it next (and a hold
  * longer than TICKET_NEXT_AWAKE_NS one more, in the unlock that serves it); the crowding
@@ -140,6 +146,9 @@
  * CPUs the queue then paid a wake-up per hand-over at 4-16 threads (15-189 k ops/s
  * against ck's ticket lock at 1.4-2.6 M). */
 #define TICKET_QUEUE_SPIN_NS 2000u
+/* A newcomer to a crowded queue polls this long for room before it waits passive (a
+ * sleep and a wake-up cost more than this; about a membarrier's time in a VM). */
+#define TICKET_PASSIVE_POLL_NS 20000u
 /* A passive waiter's longest sleep before it takes a ticket anyway: the rotation period,
  * about kl_mutex's hand-off threshold (no thread starves longer than that plus a queue). */
 #define TICKET_ROTATE_NS 1000000u
@@ -150,10 +159,13 @@
 #define TICKET_FENCED (1u << 31)
 #define TICKET_FAR_MASK (TICKET_NEXT_ONE - 1u)
 #define TICKET_NEXT_MASK (TICKET_PASSIVE_ONE - TICKET_NEXT_ONE)
-/* Fenced mode: unlocks in a row without a sleeper before it ends. The mode costs each
- * unlock one call and one RMW on the lock's own line; ending it costs the next sleeper a
+/* Fenced mode: a thread's unlocks in a row without a sleeper before it ends the mode. The
+ * mode costs each unlock one call and one fence; ending it costs the next sleeper a
  * membarrier: so at most one membarrier per this many unlocks once contention stops. */
 #define TICKET_FENCED_QUIET 4096u
+
+/* This thread's fenced-mode unlocks in a row that found no sleeper (TICKET_FENCED_QUIET). */
+static __thread uint32_t ticket_quiet __attribute__((tls_model("initial-exec")));
 /* What kl_ticket_destroy() leaves in both counters. */
 #define TICKET_POISON 0xdead0000u
 
@@ -185,12 +197,13 @@ static bool ticket_validate(void *arg)
  * the mode is on, else by a heavy fence (S1) that turns the mode on (F1). */
 static void ticket_count_in(struct kl_ticket *t, uint32_t one, struct kli_wait *w)
 {
-	/* F2: acquire, pairs with F1 of the sleeper that set TICKET_FENCED; release, so W1
-	 * of an unlock that reads our count synchronises with us. */
+	/* F2: acquire, pairs with F1 of the sleeper that set TICKET_FENCED. */
 	uint32_t old = atomic_fetch_add_explicit(&t->sleepers, one, memory_order_acq_rel);
 
-	if (old & TICKET_FENCED)
+	if (old & TICKET_FENCED) {
+		atomic_thread_fence(memory_order_seq_cst); /* W2: pairs with W1 in ticket_wake() */
 		return;
+	}
 	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() and its inline copy */
 	kli_wait_fenced(w);
 	/* F1: release, pairs with F2 in the later sleepers: our S1 happens-before them. */
@@ -272,6 +285,21 @@ static bool ticket_gate_validate(void *arg)
 	return ticket_queued(arg) >= kli_crowd_max;
 }
 
+/* Polls for TICKET_PASSIVE_POLL_NS: does the crowd persist? A queue at the CPU count
+ * empties for a moment now and then; a newcomer that catches that moment queues at once
+ * instead of paying a sleep and a wake-up. */
+static bool ticket_stays_crowded(struct kl_ticket *t, struct kli_wait *w)
+{
+	struct kli_spin s;
+
+	kli_wait_spin(w);
+	kli_spin_start(&s, TICKET_PASSIVE_POLL_NS);
+	while (kli_spin_poll(&s))
+		if (ticket_queued(t) < kli_crowd_max)
+			return false;
+	return true;
+}
+
 /* The queue is crowded (threads outnumber CPUs): wait passive, without a ticket, until an
  * unlock empties the queue or the rotation period passes; then queue like anyone. */
 static KL_NOINLINE void ticket_lock_crowded(struct kl_ticket *t, const void *site)
@@ -284,36 +312,34 @@ static KL_NOINLINE void ticket_lock_crowded(struct kl_ticket *t, const void *sit
 	uint32_t my;
 
 	kli_wait_begin(&w);
-	kli_wait_sleep(&w);
-	kli_deadline_after(&until, TICKET_ROTATE_NS);
-	ticket_count_in(t, TICKET_PASSIVE_ONE, &w);
-	kli_park(&req, &token);
-	atomic_fetch_sub_explicit(&t->sleepers, TICKET_PASSIVE_ONE, memory_order_relaxed);
+	if (ticket_stays_crowded(t, &w)) {
+		kli_wait_sleep(&w);
+		kli_deadline_after(&until, TICKET_ROTATE_NS);
+		/* P0: no fence (the timeout bounds a missed wake-up, see the top) */
+		atomic_fetch_add_explicit(&t->sleepers, TICKET_PASSIVE_ONE, memory_order_relaxed);
+		kli_park(&req, &token);
+		atomic_fetch_sub_explicit(&t->sleepers, TICKET_PASSIVE_ONE, memory_order_relaxed);
+	}
 	my = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed); /* T1 */
 	if (atomic_load_explicit(&t->owner, memory_order_acquire) != my) /* T2 */
 		ticket_wait_turn(t, my, &w);
 	kli_wait_end(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
 }
 
-/* Fenced mode, an unlock whose W1 read @sleepers: counts the unlocks in a row that found
- * nothing but the flag, and ends the mode after TICKET_FENCED_QUIET of them. */
+/* Fenced mode, an unlock whose W1 read @sleepers: counts this thread's unlocks in a row
+ * that found nothing but the flag, and ends the mode after TICKET_FENCED_QUIET of them. */
 static void ticket_fenced_quiet(struct kl_ticket *t, uint32_t sleepers)
 {
-	uint32_t q = atomic_load_explicit(&t->quiet, memory_order_relaxed);
-
-	if (sleepers != TICKET_FENCED) { /* someone sleeps: the episode goes on */
-		if (q != 0)
-			atomic_store_explicit(&t->quiet, 0, memory_order_relaxed);
+	if (sleepers & (TICKET_FAR_MASK | TICKET_NEXT_MASK)) { /* the episode goes on */
+		ticket_quiet = 0;
 		return;
 	}
-	if (++q < TICKET_FENCED_QUIET) {
-		atomic_store_explicit(&t->quiet, q, memory_order_relaxed);
+	if (++ticket_quiet < TICKET_FENCED_QUIET)
 		return;
-	}
-	atomic_store_explicit(&t->quiet, 0, memory_order_relaxed);
-	/* fails if a sleeper counted itself meanwhile: the mode then goes on (F1/F2) */
-	atomic_compare_exchange_strong_explicit(&t->sleepers, &sleepers, 0, memory_order_relaxed,
-						memory_order_relaxed);
+	ticket_quiet = 0;
+	/* fails if anyone counted itself in or out meanwhile: the mode then goes on */
+	atomic_compare_exchange_strong_explicit(&t->sleepers, &sleepers, sleepers & ~TICKET_FENCED,
+						memory_order_relaxed, memory_order_relaxed);
 }
 
 /* Wakes @key's ticket holder with @cookie if one sleeps there (a lockstat event). */
@@ -323,15 +349,17 @@ static void ticket_wake_cookie(struct kl_ticket *t, uint32_t cookie)
 		kli_hook_woke(t, TICKET_KIND);
 }
 
-/* The unlock saw sleepers or the fenced mode (@owner now served). Reads the word again
- * with W1, then wakes the ticket holder served now if it slept next in line, the one that
+/* The unlock saw sleepers or the fenced mode (@owner now served). Looks at the word again
+ * after W1, then wakes the ticket holder served now if it slept next in line, the one that
  * is now next if it slept further back (either may not have parked yet, or not at all:
  * then nothing happens and it finds out by itself), and, if the queue is now empty, one
  * passive waiter. */
 static KL_NOINLINE void ticket_wake(struct kl_ticket *t, uint32_t owner)
 {
-	/* W1: acq_rel, ordered against each sleeper's count RMW (F1/F2 at the top). */
-	uint32_t sleepers = atomic_fetch_add_explicit(&t->sleepers, 0, memory_order_acq_rel);
+	uint32_t sleepers;
+
+	atomic_thread_fence(memory_order_seq_cst); /* W1: pairs with W2 in ticket_count_in() */
+	sleepers = atomic_load_explicit(&t->sleepers, memory_order_relaxed);
 
 	if (sleepers & TICKET_FENCED)
 		ticket_fenced_quiet(t, sleepers);
@@ -350,7 +378,6 @@ void kl_ticket_init(struct kl_ticket *t)
 	atomic_store_explicit(&t->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&t->owner, 0, memory_order_relaxed);
 	atomic_store_explicit(&t->sleepers, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->quiet, 0, memory_order_relaxed);
 #if KLOCK_DEBUG_LOCKS
 	atomic_store_explicit(&t->holder, 0, memory_order_relaxed);
 #endif

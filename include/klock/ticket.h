@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * klock/ticket.h - the ticket spinlock: FIFO, 16 bytes, for short leaf critical sections.
+ * klock/ticket.h - the ticket spinlock: FIFO, 12 bytes, for short leaf critical sections.
  *
  * A locker takes a ticket (one atomic add) and waits until the lock serves that ticket;
  * unlock serves the next one (one store). Strict FIFO, so no waiter starves. The waiter
@@ -15,7 +15,7 @@
  *
  * Not recursive, not process-shared, not async-signal-safe. Debug builds
  * (-Ddebug_locks=true) add an owner field and report relock, unlock by a non-owner, double
- * unlock and use after destroy; release builds do not check (the struct is then 16 bytes).
+ * unlock and use after destroy; release builds do not check (the struct is then 12 bytes).
  */
 #ifndef KLOCK_TICKET_H
 #define KLOCK_TICKET_H
@@ -36,7 +36,6 @@ struct kl_ticket {
 	KL_ATOMIC(uint32_t) next;    /* next ticket to hand out */
 	KL_ATOMIC(uint32_t) owner;   /* ticket being served (== next: unlocked) */
 	KL_ATOMIC(uint32_t) sleepers; /* waiters asleep, and whether sleepers need no fence */
-	KL_ATOMIC(uint32_t) quiet;   /* unlocks since a sleeper was last seen (fence mode) */
 #if KLOCK_DEBUG_LOCKS
 	KL_ATOMIC(uintptr_t) holder; /* debug builds: holder's thread record, or a poison */
 #endif
@@ -44,9 +43,9 @@ struct kl_ticket {
 
 /* A statically initialised ticket lock needs no kl_ticket_init() and no destroy. */
 #if KLOCK_DEBUG_LOCKS
-#define KL_TICKET_INITIALIZER { 0, 0, 0, 0, 0 }
-#else
 #define KL_TICKET_INITIALIZER { 0, 0, 0, 0 }
+#else
+#define KL_TICKET_INITIALIZER { 0, 0, 0 }
 #endif
 
 /** kl_ticket_init - make @t an unlocked ticket lock. Never blocks. */
