@@ -16,7 +16,10 @@
 # Output: OUTDIR/summary.txt (one line per build, load, lock and thread count: medians),
 # OUTDIR/raw.csv (every run). Environment: CPU_COSTS_REPEATS (default 5),
 # CPU_COSTS_SECS (measured seconds per run, default 0.3), CPU_COSTS_THREADS ("2 4 8"),
-# CPU_COSTS_LOCKS ("kl_mutex kl_ticket kl_mcs kl_rwlock").
+# CPU_COSTS_LOCKS ("kl_mutex kl_ticket kl_mcs kl_rwlock"), CPU_COSTS_BPF=0 (no bpftrace:
+# each run then takes its own time only, instead of a second more for the attach).
+# bpftrace's count covers the whole process (warm-up and start-up included), so its per-op
+# figure is an upper bound.
 #
 #   bash bench/cpu-costs.sh /tmp/costs build-release/bench/klbench
 set -uo pipefail
@@ -37,7 +40,7 @@ HOGS=2
 
 tracefs=/sys/kernel/tracing
 bpf=no
-if command -v bpftrace >/dev/null && [ "$(id -u)" = 0 ]; then
+if [ "${CPU_COSTS_BPF:-1}" != 0 ] && command -v bpftrace >/dev/null && [ "$(id -u)" = 0 ]; then
 	[ -d $tracefs/events ] || mount -t tracefs nodev $tracefs 2>/dev/null
 	[ -d $tracefs/events/syscalls ] && bpf=yes
 fi
