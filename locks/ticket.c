@@ -205,7 +205,8 @@ static void ticket_count_in(struct kl_ticket *t, uint32_t one, struct kli_wait *
 		return;
 	}
 	kli_fence_heavy(); /* S1: pairs with S2 in kl_ticket_unlock() and its inline copy */
-	kli_wait_fenced(w);
+	if (kli_fence_asym) /* a membarrier, not the fallback's plain fence */
+		kli_wait_fenced(w);
 	/* F1: release, pairs with F2 in the later sleepers: our S1 happens-before them. */
 	atomic_fetch_or_explicit(&t->sleepers, TICKET_FENCED, memory_order_release);
 }
