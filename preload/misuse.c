@@ -51,8 +51,9 @@ static const char *const mu_what[MU_COUNT] = {
 	[MU_UNLOCK_WRITER] = "unlock by a thread that holds nothing while another thread "
 			     "write-holds the lock (returns 0, as glibc; the lock stays "
 			     "write-held)",
-	[MU_DESTROY_HELD] = "destroy of a held or waited-for lock (returns 0, as glibc; the "
-			    "lock is left as it is)",
+	/* parenthesised: one message split over two lines, not two elements */
+	[MU_DESTROY_HELD] = ("destroy of a held or waited-for lock (returns 0, as glibc; the "
+			     "lock is left as it is)"),
 };
 static const char *const mu_short[MU_COUNT] = { "relock", "unlock-free", "unlock-foreign",
 						"unlock-writer", "destroy-held" };
