@@ -243,8 +243,8 @@ static void print_header(const struct kt_run *r)
 	const struct kt_config *c = r->cfg;
 
 	printf("kltorture: --- %s (%s): writers %u readers %u secs %.1f cpus %d seed %#llx "
-	       "perturb", r->ops->name, r->ops->family, r->nwriters, r->nreaders, c->secs,
-	       r->ncpus_allowed, (unsigned long long)c->seed);
+	       "watchdog %.0f s perturb", r->ops->name, r->ops->family, r->nwriters, r->nreaders,
+	       c->secs, r->ncpus_allowed, (unsigned long long)c->seed, c->watchdog_secs);
 	for (unsigned i = 0; i < sizeof(perturb_names) / sizeof(perturb_names[0]); i++)
 		if (c->perturb & (1u << i))
 			printf(" %s", perturb_names[i]);
@@ -406,7 +406,8 @@ static void usage(FILE *f)
 	      "  --readers N       reader threads (default: CPUs)\n"
 	      "  --perturb LIST    all, none, or a comma list; -NAME removes one:\n"
 	      "                    delays longhold stutter shuffle signals churn try timed phases\n"
-	      "  --watchdog S      fail a run with no acquisition for S seconds (default 10)\n"
+	      "  --watchdog S      fail a run with no acquisition for S seconds (default 10,\n"
+	      "                    times KLTEST_WATCHDOG_SCALE)\n"
 	      "  --seed N          random seed (env KLTORTURE_SEED; default: time)\n"
 	      "  --seccomp         run under a seccomp filter that makes membarrier fail (EPERM)\n"
 	      "  --selftest        prove the harness catches a broken lock and a hung run\n"
@@ -417,8 +418,9 @@ static void usage(FILE *f)
 	      "  KLTORTURE_SECS    seconds per lock when --secs is not given\n"
 	      "  KLTORTURE_SEED    random seed when --seed is not given\n"
 	      "  KLTORTURE_TALLY   append one result line per lock to this file\n"
-	      "  KLTEST_WATCHDOG_SCALE  --selftest: multiplies its 60 s limit per child run\n"
-	      "                    (slow machines, e.g. scripts/vm-test's emulated CPUs)\n"
+	      "  KLTEST_WATCHDOG_SCALE  multiplies the default --watchdog and --selftest's\n"
+	      "                    60 s limit per child run (slow machines, e.g.\n"
+	      "                    scripts/vm-test's emulated CPUs)\n"
 	      "  KLOCK_NO_MEMBARRIER, KLOCK_NO_RSEQ, KLOCK_NO_HWLOC, KLOCK_WITNESS,\n"
 	      "  KLOCK_ON_ERROR, KLOCK_LOCKSTAT   read by libklock itself (klock(7))\n"
 	      "exit status: 0 every lock passed, 1 a lock failed or hung, 2 usage error,\n"
@@ -462,6 +464,18 @@ static double env_double(const char *name, double dflt)
 	return v != NULL && atof(v) > 0 ? atof(v) : dflt;
 }
 
+/* KLTEST_WATCHDOG_SCALE, never below 1: a runner that knows its CPUs are slow (emulated
+ * vCPUs in scripts/vm-test) raises the default watchdog with it. There a spinning FIFO
+ * lock of 32 threads on 16 emulated vCPUs can go 4-10 s without a hand-over and recover
+ * (a peer's queue lock that never sleeps: each hand-over waits for the guest to run the
+ * one thread next in line); a lock that is hung stays hung for any limit. */
+static double watchdog_scale(void)
+{
+	double f = env_double("KLTEST_WATCHDOG_SCALE", 1.0);
+
+	return f > 1.0 ? f : 1.0;
+}
+
 static void config_defaults(struct kt_config *c)
 {
 	const char *seed = getenv("KLTORTURE_SEED");
@@ -470,7 +484,7 @@ static void config_defaults(struct kt_config *c)
 	c->secs = env_double("KLTORTURE_SECS", DEFAULT_SECS);
 	c->nwriters = c->nreaders = -1;
 	c->perturb = KT_P_ALL;
-	c->watchdog_secs = DEFAULT_WATCHDOG_SECS;
+	c->watchdog_secs = DEFAULT_WATCHDOG_SECS * watchdog_scale();
 	c->seed = seed != NULL ? strtoull(seed, NULL, 0) : (uint64_t)kt_now_ns();
 }
 

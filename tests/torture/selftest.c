@@ -33,6 +33,9 @@
 #define TSAN_EXIT 66
 /* The control lock: glibc's default mutex, independent of klock. */
 #define CONTROL_LOCK "pthread_mutex"
+/* The watchdog scale case_control() runs its child with, and the limit it must print. */
+#define CONTROL_SCALE "3"
+#define CONTROL_WATCHDOG "watchdog 30 s"
 
 struct child {
 	int status;      /* exit status, or -1 when killed */
@@ -187,14 +190,28 @@ static bool case_hang(const char *self)
 	return ok;
 }
 
+/* A correct lock passes; run with KLTEST_WATCHDOG_SCALE=CONTROL_SCALE, its default
+ * watchdog is that many times 10 s (slow machines raise it; a stall that recovers within
+ * it is not a hang). */
 static bool case_control(const char *self)
 {
 	char *args[] = { (char *)self, CONTROL_LOCK, "--secs", "1", NULL };
-	struct child c = run_child(self, args);
-	bool ok = expect(c.status == 0 && strstr(c.out, "End of test: SUCCESS") != NULL &&
-			 strstr(c.out, "!!!") == NULL,
-			 "a correct lock passes (" CONTROL_LOCK ")", &c);
+	const char *env = getenv("KLTEST_WATCHDOG_SCALE");
+	char *saved = env != NULL ? strdup(env) : NULL;
+	struct child c;
+	bool ok;
 
+	setenv("KLTEST_WATCHDOG_SCALE", CONTROL_SCALE, 1);
+	c = run_child(self, args);
+	if (saved != NULL)
+		setenv("KLTEST_WATCHDOG_SCALE", saved, 1);
+	else
+		unsetenv("KLTEST_WATCHDOG_SCALE");
+	free(saved);
+	ok = expect(c.status == 0 && strstr(c.out, "End of test: SUCCESS") != NULL &&
+		    strstr(c.out, "!!!") == NULL && strstr(c.out, CONTROL_WATCHDOG) != NULL,
+		    "a correct lock passes (" CONTROL_LOCK "), its watchdog scaled by "
+		    "KLTEST_WATCHDOG_SCALE", &c);
 	free(c.out);
 	return ok;
 }
