@@ -154,31 +154,29 @@
 #include <klock/rmlock.h>
 #include "fence_impl.h"
 #include "hooks.h"
-#include "park.h"
+#include "rwlock_impl.h"
 #include "spin.h"
 #include "thread.h"
 
-#define RM_S_QUEUED 0x4u
 #define RM_S_POISON 0x6b6b6b01u
 #define RM_FLAGS_VALID (KL_RM_RECURSE | KL_RM_SLEEPABLE)
+/* Slot tags (locks are at least 8-byte aligned, so the low bits are free). A slot equal
+ * to the lock's address is a biased hold; with RM_TAG_RW it is a hold of the lock's
+ * kl_rwlock of its own; with RM_TAG_RWR (KL_RM_RECURSE locks) the thread's RWR entries
+ * of one lock share a single kl_rwlock hold, taken by the first, released by the last. */
+#define RM_TAG_RW ((uintptr_t)KL_RM_TAG_RW)
+#define RM_TAG_RWR ((uintptr_t)0x2u)
+#define RM_TAGS (RM_TAG_RW | RM_TAG_RWR)
+_Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the alignment");
 
-/* Spin budget before a waiter yields (spinning mode) or sleeps (KL_RM_SLEEPABLE): longer
- * than a typical read section, shorter than a sleep/wake round trip (~5-10 us). */
+/* Spin budget before a revoking writer yields (spinning mode) or sleeps
+ * (KL_RM_SLEEPABLE) waiting for a biased reader: longer than a typical read section,
+ * shorter than a sleep/wake round trip (~5-10 us). */
 #define RM_SPIN_NS 20000u
-/* Sleepable waiters spin this long before parking: about two wake-ups' cost. A parked
- * reader is admitted by the next write_unlock, and the writer after that must wait for
- * it to be scheduled; with 4 us the sleepable lock fell 10-100x behind the spinning one
- * at 0.1-50% writes on a 2-CPU host, with 10 us 1-10x (docs/design-readmostly.md). */
-#define RM_SLEEP_SPIN_NS 10000u
-/* lk->wait_for value: the sleeping writer waits for lk->ovf to reach 0. */
-#define RM_WAIT_OVF ((uintptr_t)1)
-/* Park tokens handed by write_unlock. */
-#define RM_TOKEN_HANDOFF 1u  /* a writer: you own KL_RM_S_WRITER now */
-#define RM_TOKEN_ADMIT 2u    /* a reader: a read hold was published on your behalf */
 /* kl_rm_tracker.magic while it describes a live hold ("rmtr"). */
 #define RM_TRACKER_MAGIC 0x726d7472u
-/* Fenced (unbiased) reads a thread makes between two looks at the re-arm clock: a clock
- * read costs about two fenced reads, so this keeps it under 2% of an unbiased read. */
+/* Unbiased reads a thread makes between two looks at the re-arm clock: a clock read
+ * costs about two unbiased reads, so this keeps it under 2% of an unbiased read. */
 #define RM_REARM_READS 64u
 /* Longest inhibit window: a revocation stretched by a preemption must not keep the lock
  * unbiased for seconds (100 ms is 10^4 membarriers on a quiet host). */
@@ -205,62 +203,45 @@ static void rm_compact(struct kl_rm_reader *r)
 		r->depth--;
 }
 
-/* Topmost slot of @r holding @lk, or 0. */
+/* Topmost slot of @r holding @lk in any form (biased or tagged), or 0. */
 static uint32_t rm_find(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
 {
 	for (uint32_t i = r->depth; i > 0; i--)
-		if (atomic_load_explicit(&r->slot[i], memory_order_relaxed) == (uintptr_t)lk)
+		if ((atomic_load_explicit(&r->slot[i], memory_order_relaxed) & ~RM_TAGS) ==
+		    (uintptr_t)lk)
 			return i;
 	return 0;
 }
 
-/* A writer's look at another thread's record: the topmost slot holding @lk, or 0. Every
- * slot, not just those up to the owner's depth (depth is the owner's private word, and a
- * depth-bounded scan, tried, made the writer-against-writer case slower: with the scan
- * shorter, a waiting writer took the lock over on every release - 0.67x the 100%-write
- * throughput). seq_cst loads: the writer's half of B'/D' (plain MOVs on x86). */
+/* Topmost slot of @r equal to @v exactly, or 0. */
+static uint32_t rm_find_exact(const struct kl_rm_reader *r, uintptr_t v)
+{
+	for (uint32_t i = r->depth; i > 0; i--)
+		if (atomic_load_explicit(&r->slot[i], memory_order_relaxed) == v)
+			return i;
+	return 0;
+}
+
+/* A writer's look at another thread's record: the topmost slot holding @lk biased, or 0
+ * (tagged slots name kl_rwlock holds, which the writer's kl_rwlock excluded). Every
+ * slot, not just those up to the owner's depth (depth is the owner's private word).
+ * seq_cst loads: with the revocation's D they are the store-buffering pair B/D. */
 static uint32_t rm_held(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
 {
 	for (uint32_t i = KL_RM_SLOTS; i > 0; i--)
 		if (atomic_load_explicit(&r->slot[i], memory_order_seq_cst) ==
-		    (uintptr_t)lk) /* E; D': pairs with B' */
+		    (uintptr_t)lk) /* E; D */
 			return i;
 	return 0;
 }
 
-/* True when @r holds @lk in a slot below @idx (an outer hold; @idx 0: none). */
-static bool rm_holds_below(const struct kl_rm_reader *r, const struct kl_rmlock *lk,
-			   uint32_t idx)
-{
-	while (idx-- > 1)
-		if (atomic_load_explicit(&r->slot[idx], memory_order_relaxed) == (uintptr_t)lk)
-			return true;
-	return false;
-}
-
-/* True if some record or the overflow count holds @lk now (one pass, no waiting). The
- * loads are seq_cst: with the claim's seq_cst CAS they are the writer's half of B'/D'
- * (a plain MOV on x86, LDAR on aarch64). */
+/* True if some record holds @lk biased now (one pass, no waiting). */
 static bool rm_any_reader(const struct kl_rmlock *lk)
 {
 	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
 		if (rm_held(&t->rm, lk) != 0)
 			return true;
-	return atomic_load_explicit(&lk->ovf, memory_order_seq_cst) != 0; /* E; D'/O */
-}
-
-/* The reader's look at the state once its hold is published (B or O before it). On an
- * unbiased lock writers skip the membarrier, so the compiler barrier B is not enough:
- * add B', a full fence, and look again; that look decides. */
-static inline uint32_t rm_read_state(const struct kl_rmlock *lk)
-{
-	uint32_t s = atomic_load_explicit(&lk->state, memory_order_acquire); /* G */
-
-	if ((s & KL_RM_S_UNBIASED) && kli_fence_asym) {
-		atomic_thread_fence(memory_order_seq_cst); /* B': pairs with D' in rm_rendezvous() */
-		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* G */
-	}
-	return s;
+	return false;
 }
 
 /* The inhibit multiple: KL_RM_INHIBIT_MULT, or KLOCK_RM_INHIBIT (read once; 0 allowed:
@@ -292,14 +273,13 @@ static uint64_t rm_window(const struct kl_rmlock *lk)
 	return win < RM_INHIBIT_MAX_NS ? win : RM_INHIBIT_MAX_NS;
 }
 
-/* An unbiased lock with no writer: every RM_REARM_READS-th fenced read of this thread
- * looks at the clock. Once the inhibit window has passed, it re-arms the bias if no write
- * came since the last look; if writes did come, it opens a new window instead (so a lock
- * written every few windows or more often stays unbiased and pays no revocation at all:
- * FreeBSD's tokens kept between writes, as a time rule). The CAS fails harmlessly when a
- * writer or another reader got there first; racing window updates only shift the window.
- * Without membarrier the lock stays unbiased for ever: there is no cheaper read path to
- * return to. */
+/* The caller holds @lk's kl_rwlock shared, so no writer is inside: every RM_REARM_READS-th
+ * unbiased read of this thread looks at the clock. Once the inhibit window has passed, it
+ * re-arms the bias if no write came since the last look; if writes did come, it opens a
+ * new window instead (so a lock written every few windows or more often stays unbiased
+ * and pays no revocation at all). The CAS fails harmlessly when another reader got there
+ * first; racing window updates only shift the window. Without membarrier the lock stays
+ * unbiased for ever: there is no cheaper read path to return to. */
 static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 {
 	uint32_t s = KL_RM_S_UNBIASED, wr;
@@ -321,7 +301,10 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 		atomic_store_explicit(&lk->rearm_at, now + rm_window(lk), memory_order_relaxed);
 		return;
 	}
-	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_relaxed,
+	/* M1: release, inside our kl_rwlock read section; pairs with the biased readers'
+	 * acquire loads of state (they see the last writer's data through it), and is seen
+	 * by every later writer's M2 through the kl_rwlock. */
+	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_release,
 						    memory_order_relaxed)) {
 		uint64_t stretch =
 			now - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed);
@@ -331,7 +314,7 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 	}
 }
 
-/* Wakes the writer sleeping for @who (a reader record, or RM_WAIT_OVF). */
+/* Wakes the writer sleeping for the reader record @who. */
 static void rm_wake_writer(struct kl_rmlock *lk, uintptr_t who)
 {
 	if (atomic_load_explicit(&lk->wait_for, memory_order_relaxed) == who) {
@@ -340,98 +323,101 @@ static void rm_wake_writer(struct kl_rmlock *lk, uintptr_t who)
 	}
 }
 
-/* Records a hold of @lk in @r: a slot if one is free, else the overflow count. Used by
- * the thread itself and, while it is parked, by the writer admitting it (K). Returns the
- * slot, or 0 for an overflow hold. No fence: callers add the one they need. */
-static uint32_t rm_push(struct kl_rm_reader *r, struct kl_rmlock *lk)
+/* Pushes @v (a lock, maybe tagged) on @r's stack; the slot, or 0 when the stack is full.
+ * No fence: callers add the one they need. */
+static uint32_t rm_push(struct kl_rm_reader *r, uintptr_t v)
 {
 	uint32_t d;
 
 	rm_compact(r);
 	d = r->depth;
-	if (kl_likely(d < KL_RM_SLOTS)) {
-		r->depth = d + 1;
-		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
-		return d + 1;
-	}
-	atomic_fetch_add_explicit(&lk->ovf, 1, memory_order_seq_cst); /* O */
-	kli_thread_ovf_push(kli_thread_of_rm(r), (uintptr_t)lk); /* for rm_thread_exit() */
-	return 0;
+	if (kl_unlikely(d >= KL_RM_SLOTS))
+		return 0;
+	r->depth = d + 1;
+	atomic_store_explicit(&r->slot[d + 1], v, memory_order_relaxed);
+	return d + 1;
 }
 
-/* Publishes a hold and orders it before the caller's load of lk->state (B or O). */
-static uint32_t rm_publish(struct kl_rm_reader *r, struct kl_rmlock *lk)
-{
-	uint32_t idx = rm_push(r, lk);
-
-	if (kl_likely(idx != 0))
-		kli_fence_light(); /* B: light half, pairs with D in rm_rendezvous() */
-	else
-		atomic_thread_fence(memory_order_seq_cst); /* O: full barrier after the RMW */
-	return idx;
-}
-
-/* Drops the hold in slot @idx (0: an overflow hold) and wakes a writer sleeping on it. */
+/* Clears slot @idx of @r, a biased hold of @lk, and wakes a writer sleeping on it. */
 static void rm_unpublish(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t idx)
 {
-	if (kl_likely(idx != 0)) {
-		atomic_store_explicit(&r->slot[idx], 0, memory_order_release); /* E */
-		rm_compact(r);
-		kli_fence_light(); /* C: light half, pairs with F in rm_wait_slot() */
-		if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP)
-			rm_wake_writer(lk, (uintptr_t)r);
-		return;
-	}
-	kli_thread_ovf_drop(kli_thread_of_rm(r), (uintptr_t)lk);
-	/* E + O: the RMW is a release and a full barrier. */
-	if (atomic_fetch_sub_explicit(&lk->ovf, 1, memory_order_seq_cst) == 1 &&
-	    (atomic_load_explicit(&lk->state, memory_order_seq_cst) & KL_RM_S_WSLEEP))
-		rm_wake_writer(lk, RM_WAIT_OVF);
+	atomic_store_explicit(&r->slot[idx], 0, memory_order_release); /* E */
+	rm_compact(r);
+	kli_fence_light(); /* C: light half, pairs with F in rm_wait_slot() */
+	if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP)
+		rm_wake_writer(lk, (uintptr_t)r);
 }
 
-/* A thread exits: drop whatever it still read-holds, in its slots and in locks' overflow
- * counts (a leak the debug build reports), so writers do not wait for it for ever, and
- * forget its record in the TLS pointer. */
-static void rm_thread_exit(struct kli_thread *t)
+/* Drops one hold of @lk that @r's thread has: the one in slot @idx (0: a kl_rwlock hold
+ * past the slots, noted in the thread's rm_ovf list). A tagged RWR slot releases the
+ * kl_rwlock only when it was the thread's last RWR slot of @lk. */
+static void rm_release(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t idx)
+{
+	uintptr_t v;
+
+	if (idx == 0) {
+		kli_thread_ovf_drop(kli_thread_of_rm(r), (uintptr_t)lk);
+		kl_rwlock_read_unlock(&lk->rw);
+		return;
+	}
+	v = atomic_load_explicit(&r->slot[idx], memory_order_relaxed);
+	if (v == (uintptr_t)lk) {
+		rm_unpublish(lk, r, idx);
+		return;
+	}
+	atomic_store_explicit(&r->slot[idx], 0, memory_order_relaxed);
+	rm_compact(r);
+	if ((v & RM_TAG_RWR) && rm_find_exact(r, (uintptr_t)lk | RM_TAG_RWR) != 0)
+		return; /* another RWR slot of ours shares the kl_rwlock hold */
+	kl_rwlock_read_unlock(&lk->rw);
+}
+
+/* Drops every hold in @t's record (slots and past them). */
+static void rm_release_all(struct kli_thread *t, bool report)
 {
 	struct kl_rm_reader *r = &t->rm;
 	uintptr_t ovf;
 
-	for (uint32_t i = r->depth; i > 0; i--) {
-		struct kl_rmlock *lk = (struct kl_rmlock *)atomic_load_explicit(
-			&r->slot[i], memory_order_relaxed);
+	(void)report;
+	for (uint32_t i = KL_RM_SLOTS; i > 0; i--) {
+		uintptr_t v = atomic_load_explicit(&r->slot[i], memory_order_relaxed);
 
-		if (lk == NULL)
+		if (v == 0)
 			continue;
 #if KLOCK_DEBUG_LOCKS
-		kli_report("thread exit with a read lock held", "rmlock", lk, NULL,
-			   "the hold is dropped");
+		if (report)
+			kli_report("thread exit with a read lock held", "rmlock",
+				   (void *)(v & ~RM_TAGS), NULL, "the hold is dropped");
 #endif
-		rm_unpublish(lk, r, i);
+		rm_release((struct kl_rmlock *)(v & ~RM_TAGS), r, i);
 	}
-	while ((ovf = kli_thread_ovf_any(t)) != 0) { /* rm_unpublish() forgets it */
+	while ((ovf = kli_thread_ovf_any(t)) != 0) { /* rm_release() forgets it */
 #if KLOCK_DEBUG_LOCKS
-		kli_report("thread exit with a read lock held", "rmlock", (void *)ovf, NULL,
-			   "the hold is dropped");
+		if (report)
+			kli_report("thread exit with a read lock held", "rmlock", (void *)ovf,
+				   NULL, "the hold is dropped");
 #endif
-		rm_unpublish((struct kl_rmlock *)ovf, r, 0);
+		rm_release((struct kl_rmlock *)ovf, r, 0);
 	}
 	r->depth = 0;
+}
+
+/* A thread exits: drop whatever it still read-holds (a leak the debug build reports), so
+ * writers do not wait for it for ever, and forget its record in the TLS pointer. */
+static void rm_thread_exit(struct kli_thread *t)
+{
+	rm_release_all(t, true);
 	kl_rm_self = &rm_full;
 }
 
-/* fork() child: only the calling thread exists; other records' holds are meaningless. */
+/* fork() child: only the calling thread exists; other records' holds are dropped. */
 static void rm_atfork_child(void)
 {
 	struct kli_thread *self = kli_tls_self;
 
-	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		if (t == self)
-			continue;
-		for (uint32_t i = 0; i <= KL_RM_SLOTS; i++)
-			atomic_store_explicit(&t->rm.slot[i], 0, memory_order_relaxed);
-		t->rm.depth = 0;
-	}
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
+		if (t != self)
+			rm_release_all(t, false);
 }
 
 static void rm_global_init(void)
@@ -551,23 +537,22 @@ int kl_rmlock_init(struct kl_rmlock *lk, unsigned flags)
 	return 0;
 }
 
-
 int kl_rmlock_destroy(struct kl_rmlock *lk)
 {
 	uint32_t s = atomic_load_explicit(&lk->state, memory_order_acquire);
+	const char *why = NULL;
 
-	if (s == RM_S_POISON || (s & (KL_RM_S_WRITER | RM_S_QUEUED))) {
+	if (s == RM_S_POISON)
+		why = "destroy of a destroyed lock";
+	else if ((s & KL_RM_S_WRITER) || kli_rwlock_held(&lk->rw) == KLI_RW_WRITER)
+		why = "destroy of a write-held lock";
+	else if (rm_any_reader(lk) || kli_rwlock_held(&lk->rw) != KLI_RW_FREE)
+		why = "destroy of a read-held lock";
+	else if (kl_rwlock_destroy(&lk->rw) != 0)
+		why = "destroy of a lock with waiters";
+	if (why != NULL) {
 #if KLOCK_DEBUG_LOCKS
-		kli_report(s == RM_S_POISON ? "destroy of a destroyed lock"
-					    : "destroy of a write-held lock",
-			   "rmlock", lk, KLI_SITE(), NULL);
-#endif
-		return EBUSY;
-	}
-	if (rm_any_reader(lk)) {
-#if KLOCK_DEBUG_LOCKS
-		kli_report("destroy of a read-held lock", "rmlock", lk,
-			   KLI_SITE(), NULL);
+		kli_report(why, "rmlock", lk, KLI_SITE(), NULL);
 #endif
 		return EBUSY;
 	}
@@ -578,70 +563,6 @@ int kl_rmlock_destroy(struct kl_rmlock *lk)
 
 /* ---- readers -------------------------------------------------------------------------- */
 
-/* Under the bucket lock: park only while a writer owns the lock, and mark the queue (I5).
- * The mark must be a CAS that requires the writer bit: write_unlock's fast CAS
- * (WRITER -> 0) runs outside the bucket lock, and a blind fetch_or after it would leave
- * QUEUED without a writer (no writer could ever get in again). */
-static bool rm_park_validate(void *arg)
-{
-	struct kl_rmlock *lk = arg;
-	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed);
-
-	while ((s & KL_RM_S_WRITER) && s != RM_S_POISON) {
-		if ((s & RM_S_QUEUED) ||
-		    atomic_compare_exchange_weak_explicit(&lk->state, &s, s | RM_S_QUEUED,
-							  memory_order_relaxed,
-							  memory_order_relaxed))
-			return true;
-	}
-	return false;
-}
-
-/* Parks the caller as a @role on @lk's FIFO; returns the token (0: not queued). */
-static uintptr_t rm_park(struct kl_rmlock *lk, struct kli_thread *self, uint8_t role,
-			 struct kli_wait *w)
-{
-	struct kli_park_req req = { .key = lk, .validate = rm_park_validate, .arg = lk };
-	uintptr_t token = 0;
-
-	self->rdm_role = role;
-	kli_wait_sleep(w);
-	if (kli_park(&req, &token) != KLI_PARK_UNPARKED)
-		token = 0;
-	self->rdm_role = KLI_RDM_NONE;
-	return token;
-}
-
-/* Spins with capped backoff until (state & @mask) == 0. @forever: yield after each
- * budget and keep going (spinning mode); else give up after one budget (pre-sleep spin).
- * Returns true once clear. */
-static bool rm_spin_until_clear(struct kl_rmlock *lk, uint32_t mask, bool forever)
-{
-	struct kli_spin sp;
-
-	for (;;) {
-		kli_spin_start(&sp, forever ? RM_SPIN_NS : RM_SLEEP_SPIN_NS);
-		do {
-			if (!(atomic_load_explicit(&lk->state, memory_order_relaxed) & mask))
-				return true;
-		} while (kli_spin_backoff(&sp));
-		if (!forever)
-			return false;
-		kli_yield();
-	}
-}
-
-/* Waits for the writer to go. Returns true if the unlocking writer admitted us (K). */
-static bool rm_wait_writer(struct kl_rmlock *lk, struct kli_thread *self, struct kli_wait *w)
-{
-	bool sleepable = lk->flags & KL_RM_SLEEPABLE;
-
-	kli_wait_spin(w);
-	if (rm_spin_until_clear(lk, KL_RM_S_WRITER, !sleepable))
-		return false;
-	return rm_park(lk, self, KLI_RDM_READER, w) == RM_TOKEN_ADMIT;
-}
-
 static void rm_tracker_set(struct kl_rm_tracker *tr, struct kl_rmlock *lk,
 			   struct kli_thread *self, uint32_t idx)
 {
@@ -651,50 +572,85 @@ static void rm_tracker_set(struct kl_rm_tracker *tr, struct kl_rmlock *lk,
 	tr->idx = idx;
 }
 
+/* KL_RM_RECURSE: the thread already holds @lk; add a hold that needs no admission, so a
+ * waiting writer cannot block it (I4). Below a biased hold: a biased hold (a revoking
+ * writer still waits for the outer one, and its scan passes again until it finds none);
+ * below an RWR slot: another RWR slot sharing that kl_rwlock hold. *@idx: the slot. False
+ * when the thread holds @lk in no slot, or the stack is full. */
+static bool rm_read_reenter(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t *idx)
+{
+	uint32_t i = rm_find(r, lk);
+	uintptr_t v;
+
+	if (i == 0)
+		return false;
+	v = atomic_load_explicit(&r->slot[i], memory_order_relaxed);
+	if (v != (uintptr_t)lk && !(v & RM_TAG_RWR))
+		return false;
+	*idx = rm_push(r, v);
+	return *idx != 0;
+}
+
+/* A biased read: publish, B, look (the inline path's steps). True if admitted. */
+static bool rm_read_biased(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t *idx)
+{
+	if (!kli_fence_asym ||
+	    (atomic_load_explicit(&lk->state, memory_order_relaxed) &
+	     (KL_RM_S_WRITER | KL_RM_S_UNBIASED)))
+		return false;
+	*idx = rm_push(r, (uintptr_t)lk);
+	if (*idx == 0)
+		return false;
+	kli_fence_light(); /* B: light half, pairs with D in rm_revoke() */
+	/* M1: acquire, pairs with the re-arming reader's release */
+	if (kl_likely(!(atomic_load_explicit(&lk->state, memory_order_acquire) &
+			(KL_RM_S_WRITER | KL_RM_S_UNBIASED))))
+		return true;
+	rm_unpublish(lk, r, *idx);
+	return false;
+}
+
+/* An unbiased read: a kl_rwlock read hold, noted in a tagged slot (past the slots, in the
+ * thread's rm_ovf list). False only for a failed @try. Holding it, look at the re-arm
+ * clock (M1). */
+static bool rm_read_rw(struct kl_rmlock *lk, struct kli_thread *self, bool try,
+		       uint32_t *idx)
+{
+	uintptr_t tag = (lk->flags & KL_RM_RECURSE) ? RM_TAG_RWR : RM_TAG_RW;
+
+	if (try) {
+		if (!kl_rwlock_read_trylock(&lk->rw))
+			return false;
+	} else {
+		kl_rwlock_read_lock(&lk->rw);
+	}
+	*idx = rm_push(&self->rm, (uintptr_t)lk | tag);
+	if (*idx == 0)
+		(void)kli_thread_ovf_push(self, (uintptr_t)lk); /* for rm_thread_exit() */
+	if (atomic_load_explicit(&lk->state, memory_order_relaxed) == KL_RM_S_UNBIASED)
+		rm_maybe_rearm(lk, &self->rm);
+	return true;
+}
+
 /* Takes a read hold (the whole protocol, out of line). @try: give up instead of waiting. */
 static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker *tr, bool try,
 				     const void *site)
 {
 	struct kli_thread *self = rm_attach();
 	struct kl_rm_reader *r = &self->rm;
-	struct kli_wait w;
-	bool waited = false;
-	uint32_t idx, s = 0;
+	uint32_t idx = 0;
 
 	if (!rm_check_read(lk, self, site))
 		return false;
-	for (;;) {
-		idx = rm_publish(r, lk);
-		s = rm_read_state(lk);
-		if (kl_likely(!(s & KL_RM_S_WRITER)))
-			break;
-		/* I4: re-entry while the writer still waits for our outer hold. */
-		if ((lk->flags & KL_RM_RECURSE) && rm_holds_below(r, lk, idx))
-			break;
-		rm_unpublish(lk, r, idx);
-		if (try)
-			return false;
-		if (!waited) {
-			kli_wait_begin(&w);
-			waited = true;
-		}
-		if (rm_wait_writer(lk, self, &w)) {
-			idx = rm_find(r, lk); /* admitted on our behalf; 0 if in lk->ovf */
-			s = 0;
-			break;
-		}
-	}
-	if (s == KL_RM_S_UNBIASED)
-		rm_maybe_rearm(lk, r);
-	if (waited)
-		kli_wait_end(&w, lk, KLI_KIND_RMLOCK, KLI_HF_READ, site);
+	if (!((lk->flags & KL_RM_RECURSE) && rm_read_reenter(lk, r, &idx)) &&
+	    !rm_read_biased(lk, r, &idx) && !rm_read_rw(lk, self, try, &idx))
+		return false;
 	rm_tracker_set(tr, lk, self, idx);
 	return true;
 }
 
 void (kl_rmlock_read_lock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
-
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
 	rm_read_slow(lk, tr, false, KLI_SITE());
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
@@ -721,62 +677,20 @@ void (kl_rmlock_read_unlock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 		return;
 	idx = rm_find(r, lk);
 #if KLOCK_DEBUG_LOCKS
-	if (idx == 0 && atomic_load_explicit(&lk->ovf, memory_order_relaxed) == 0) {
+	if (idx == 0 && kli_rwlock_held(&lk->rw) != KLI_RW_READERS) {
 		kli_report("read unlock of a lock not read-held", "rmlock", lk, KLI_SITE(), NULL);
 		return;
 	}
 	tr->magic = 0;
 #endif
 	kli_hook_release(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
-	rm_unpublish(lk, r, idx);
+	rm_release(lk, r, idx);
 	kli_hook_released(lk, KLI_KIND_RMLOCK, KLI_HF_READ);
 }
 
 /* ---- writers -------------------------------------------------------------------------- */
 
-/* Claims the writer bit if the lock is free (state 0, or KL_RM_S_UNBIASED alone), and
- * leaves the lock unbiased: the write that follows keeps readers on the fenced path.
- * *@was_unbiased: the bias was already off, so no revocation is due. */
-static inline bool rm_claim(struct kl_rmlock *lk, bool *was_unbiased)
-{
-	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_UNBIASED;
-
-	do {
-		/* G, and D': the seq_cst CAS is the writer's half of B'/D' */
-		if (atomic_compare_exchange_strong_explicit(&lk->state, &s,
-							    KL_RM_S_WRITER | KL_RM_S_UNBIASED,
-							    memory_order_seq_cst,
-							    memory_order_relaxed)) {
-			*was_unbiased = s != 0;
-			return true;
-		}
-	} while ((s & ~KL_RM_S_UNBIASED) == 0);
-	return false;
-}
-
-/* Becomes the writer (sets KL_RM_S_WRITER) when the fast CAS failed. */
-static KL_NOINLINE void rm_write_acquire_slow(struct kl_rmlock *lk, struct kli_thread *self,
-					      struct kli_wait *w, bool *was_unbiased)
-{
-	bool sleepable = lk->flags & KL_RM_SLEEPABLE;
-
-	for (;;) {
-		kli_wait_spin(w);
-		rm_spin_until_clear(lk, ~KL_RM_S_UNBIASED, !sleepable);
-		if (rm_claim(lk, was_unbiased))
-			return;
-		if (sleepable && rm_park(lk, self, KLI_RDM_WRITER, w) == RM_TOKEN_HANDOFF) {
-			/* K: the previous writer passed KL_RM_S_WRITER to us; the lock has been
-			 * unbiased since that writer's claim (no reader re-arms under WRITER).
-			 * No CAS of ours: D' as a fence. */
-			atomic_thread_fence(memory_order_seq_cst); /* D': pairs with B' */
-			*was_unbiased = true;
-			return;
-		}
-	}
-}
-
-/* Waits until the reader record @r no longer holds @lk in slot @i. */
+/* Waits until the reader record @r no longer holds @lk biased in slot @i. */
 static void rm_wait_slot(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t i,
 			 struct kli_wait *w)
 {
@@ -806,71 +720,26 @@ static void rm_wait_slot(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t 
 	}
 }
 
-/* Waits until lk->ovf drains (overflow and admitted holds). */
-static void rm_wait_ovf(struct kl_rmlock *lk, struct kli_wait *w)
+/* Waits for every biased hold of @lk: passes over every record until one finds none (I3). */
+static void rm_drain(struct kl_rmlock *lk, const void *site)
 {
-	struct kli_spin sp;
-	uint32_t seq;
+	struct kli_wait w;
+	bool found;
 
-	kli_wait_spin(w);
-	kli_spin_start(&sp, RM_SPIN_NS);
-	while (atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0) {
-		if (kli_spin_backoff(&sp))
-			continue;
-		if (!(lk->flags & KL_RM_SLEEPABLE)) {
-			kli_yield();
-			kli_spin_start(&sp, RM_SPIN_NS);
-			continue;
+	kli_wait_begin(&w);
+	do {
+		found = false;
+		for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
+			uint32_t i;
+
+			while ((i = rm_held(&t->rm, lk)) != 0) { /* E; D */
+				found = true;
+				rm_wait_slot(lk, &t->rm, i, &w);
+			}
 		}
-		seq = atomic_load_explicit(&lk->wseq, memory_order_acquire);
-		atomic_store_explicit(&lk->wait_for, RM_WAIT_OVF, memory_order_relaxed);
-		atomic_fetch_or_explicit(&lk->state, KL_RM_S_WSLEEP, memory_order_seq_cst);
-		atomic_thread_fence(memory_order_seq_cst); /* O: pairs with the RMW on ovf */
-		if (atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0) {
-			kli_wait_sleep(w);
-			kl_wait(&lk->wseq, seq, NULL);
-		}
-		kli_wait_spin(w);
-	}
-}
-
-/* One pass over every record and the overflow count, waiting for each hold of @lk it
- * finds; true if it found any (the caller passes again: I3). */
-static bool rm_scan(struct kl_rmlock *lk, struct kli_wait *w)
-{
-	bool found = false;
-
-	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		uint32_t i;
-
-		while ((i = rm_held(&t->rm, lk)) != 0) { /* E; D' */
-			found = true;
-			rm_wait_slot(lk, &t->rm, i, w);
-		}
-	}
-	if (atomic_load_explicit(&lk->ovf, memory_order_seq_cst) != 0) { /* E; D'/O */
-		found = true;
-		rm_wait_ovf(lk, w);
-	}
-	return found;
-}
-
-/* The rendezvous, first half: after KL_RM_S_WRITER is set, make every reader either
- * visible or turned away, and look once. A biased lock is revoked (D, the membarrier:
- * readers may have used only the compiler barrier B); on an unbiased one every reader
- * that can still be inside passed B', so D' is enough: the claim's seq_cst CAS (or the
- * hand-off's fence) followed by the scan's seq_cst loads - no fence instruction here.
- * Without membarrier every reader's B is a full fence, so the same D' serves. *@t0: when
- * the revocation began (0: none). True when no reader holds the lock: the common case,
- * which never touches a wait episode. */
-static inline bool rm_rendezvous(struct kl_rmlock *lk, bool was_unbiased, uint64_t *t0)
-{
-	*t0 = 0;
-	if (!was_unbiased && kli_fence_asym) {
-		*t0 = kli_now_ns();
-		kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
-	}
-	return !rm_any_reader(lk); /* D': pairs with B' in the readers */
+	} while (found);
+	atomic_store_explicit(&lk->wait_for, 0, memory_order_relaxed);
+	kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, site);
 }
 
 /* The writer holds the lock: count the write (every write, so that re-arming readers see
@@ -882,12 +751,11 @@ static inline void rm_count_write(struct kl_rmlock *lk)
 			      memory_order_relaxed);
 }
 
-/* A revocation that began at @t0 is complete (every reader drained): open the inhibit
- * window, KL_RM_INHIBIT_MULT times its cost, count the revocation and report it to the
- * seam (lockstat). Under the write hold; readers read the policy words only after an
- * acquire load of state saw the release G. Out of line: the common write (an unbiased
- * lock) never comes here, and @site is evaluated only on this call. */
-static KL_NOINLINE void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
+/* A revocation that began at @t0 is complete (every biased reader drained): open the
+ * inhibit window, KL_RM_INHIBIT_MULT times its cost, count the revocation and report it
+ * to the seam (lockstat). Under the write hold; a re-arming reader reads the policy words
+ * inside a kl_rwlock read section, after this writer's release. */
+static void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
 {
 	uint64_t now = kli_now_ns();
 
@@ -903,133 +771,68 @@ static KL_NOINLINE void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void
 	kli_hook_revoked(lk, KLI_KIND_RMLOCK, now - t0, site);
 }
 
-/* Second half: wait for the readers seen until a pass finds none (I3). */
-static void rm_drain(struct kl_rmlock *lk, struct kli_wait *w)
+/* The writer holds the kl_rwlock and found the lock biased (M2): revoke. Announce it
+ * (WRITER | UNBIASED: new readers take the kl_rwlock, and wait behind us), D, then wait
+ * for the biased readers D lets us see, and leave the lock unbiased. @try: if a biased
+ * reader is inside, give up instead, leaving the lock biased as it was (true: revoked). */
+static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, bool try, const void *site)
 {
-	while (rm_scan(lk, w))
-		;
-	if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP) {
-		atomic_store_explicit(&lk->wait_for, 0, memory_order_relaxed);
-		atomic_fetch_and_explicit(&lk->state, ~KL_RM_S_WSLEEP, memory_order_relaxed);
-	}
-}
+	uint64_t t0 = kli_fence_asym ? kli_now_ns() : 0;
 
-/* write_lock when the CAS failed (@have_writer false: wait for the writer bit) or the
- * rendezvous saw readers: one wait episode for the whole acquisition. */
-static KL_NOINLINE void rm_write_lock_slow(struct kl_rmlock *lk, struct kli_thread *self,
-					   bool have_writer, uint64_t *t0, const void *site)
-{
-	struct kli_wait w;
-	bool was_unbiased;
-
-	kli_wait_begin(&w);
-	if (!have_writer) {
-		rm_write_acquire_slow(lk, self, &w, &was_unbiased);
-		(void)rm_rendezvous(lk, was_unbiased, t0); /* D or D' */
+	/* M3: a seq_cst RMW, then D */
+	atomic_exchange_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_UNBIASED,
+				 memory_order_seq_cst);
+	kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
+	if (try && rm_any_reader(lk)) {
+		atomic_store_explicit(&lk->state, 0, memory_order_release);
+		return false;
 	}
-	rm_drain(lk, &w);
-	kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, site);
+	rm_drain(lk, site);
+	/* Clears WRITER and WSLEEP; readers see UNBIASED (and the kl_rwlock we hold). */
+	atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_relaxed);
+	if (t0 != 0)
+		rm_revoked(lk, t0, site);
+	return true;
 }
 
 void kl_rmlock_write_lock(struct kl_rmlock *lk)
 {
 	struct kli_thread *self = kli_self();
-	bool have_writer, was_unbiased = false;
-	uint64_t t0 = 0;
 
 	if (!rm_check_write(lk, self, KLI_SITE()))
 		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	have_writer = rm_claim(lk, &was_unbiased);
-	if (kl_unlikely(!have_writer || !rm_rendezvous(lk, was_unbiased, &t0)))
-		rm_write_lock_slow(lk, self, have_writer, &t0, KLI_SITE());
+	kl_rwlock_write_lock(&lk->rw);
+	/* M2: relaxed; the kl_rwlock orders it after every re-arm (M1) */
+	if (kl_unlikely(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+			  KL_RM_S_UNBIASED)))
+		(void)rm_revoke(lk, false, KLI_SITE());
 	rm_count_write(lk);
-	if (kl_unlikely(t0 != 0))
-		rm_revoked(lk, t0, KLI_SITE());
 	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-}
-
-/* Under the bucket lock, once write_unlock's dequeue is decided: admit a reader (publish
- * its hold for it) or pass the lock to a writer; clear the state when nobody remains. */
-struct rm_unpark_ctx {
-	struct kl_rmlock *lk;
-	bool again;
-};
-
-static uintptr_t rm_unpark_cb(const struct kli_unpark_result *res, void *arg)
-{
-	struct rm_unpark_ctx *c = arg;
-	struct kl_rmlock *lk = c->lk;
-
-	c->again = false;
-	if (!res->unparked) {
-		atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_release); /* G, I5 */
-		return 0;
-	}
-	if (res->thread->rdm_role == KLI_RDM_WRITER) {
-		atomic_store_explicit(&lk->state,
-				      KL_RM_S_WRITER | KL_RM_S_UNBIASED |
-					      (res->more ? RM_S_QUEUED : 0),
-				      memory_order_release);
-		return RM_TOKEN_HANDOFF; /* K */
-	}
-	rm_push(&res->thread->rm, lk); /* K: ordered before the wakee by K1 */
-	if (res->more)
-		c->again = true;
-	else
-		atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_release); /* G, I5 */
-	return RM_TOKEN_ADMIT;
-}
-
-static KL_NOINLINE void rm_unlock_slow(struct kl_rmlock *lk)
-{
-	struct rm_unpark_ctx c = { .lk = lk };
-
-	do
-		kli_unpark_one(lk, rm_unpark_cb, &c);
-	while (c.again);
-}
-
-/* Releases the write hold: the common tail of write_unlock and a failed write_trylock. */
-static void rm_write_release(struct kl_rmlock *lk)
-{
-	uint32_t w = KL_RM_S_WRITER | KL_RM_S_UNBIASED;
-
-	atomic_store_explicit(&lk->owner, 0, memory_order_relaxed);
-	/* The lock stays unbiased: the next write skips the membarrier unless a reader
-	 * re-armed the bias in between (FreeBSD's read tokens, kept between writes). */
-	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(
-		    &lk->state, &w, KL_RM_S_UNBIASED, memory_order_release, /* G */
-		    memory_order_relaxed)))
-		rm_unlock_slow(lk);
 }
 
 bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 {
 	struct kli_thread *self = kli_self();
-	bool was_unbiased, none;
-	uint64_t t0;
+	bool ok;
 
 	if (!rm_check_write(lk, self, KLI_SITE()))
 		return false;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
-	if (!rm_claim(lk, &was_unbiased)) {
-		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
-		return false;
+	ok = kl_rwlock_write_trylock(&lk->rw);
+	if (ok && !(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+		    KL_RM_S_UNBIASED) && /* M2 */
+	    !rm_revoke(lk, true, KLI_SITE())) {
+		kl_rwlock_write_unlock(&lk->rw);
+		ok = false;
 	}
-	none = rm_rendezvous(lk, was_unbiased, &t0);
-	rm_count_write(lk);
-	if (kl_unlikely(t0 != 0)) /* revoked even when readers make us fail: stays unbiased */
-		rm_revoked(lk, t0, KLI_SITE());
-	if (!none) {
-		rm_write_release(lk);
-		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
-		return false;
+	if (ok) {
+		rm_count_write(lk);
+		atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	}
-	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
-	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
-	return true;
+	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
+	return ok;
 }
 
 void kl_rmlock_write_unlock(struct kl_rmlock *lk)
@@ -1046,7 +849,10 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 	}
 #endif
 	kli_hook_release(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	rm_write_release(lk);
+	atomic_store_explicit(&lk->owner, 0, memory_order_relaxed);
+	/* The lock stays unbiased: the next write skips the revocation unless a reader
+	 * re-armed the bias in between. */
+	kl_rwlock_write_unlock(&lk->rw);
 	kli_hook_released(lk, KLI_KIND_RMLOCK, 0);
 }
 
