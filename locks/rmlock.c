@@ -618,6 +618,12 @@ static bool rm_read_rw(struct kl_rmlock *lk, struct kli_thread *self, bool try,
 {
 	uintptr_t tag = (lk->flags & KL_RM_RECURSE) ? RM_TAG_RWR : RM_TAG_RW;
 
+	/* C: the inline path's undo of a biased publish (a plain store) may have come after
+	 * a revoking writer saw the slot and went to sleep on it: wake it before we wait
+	 * behind its kl_rwlock. */
+	kli_fence_light();
+	if (kl_unlikely(atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP))
+		rm_wake_writer(lk, (uintptr_t)&self->rm);
 	if (try) {
 		if (!kl_rwlock_read_trylock(&lk->rw))
 			return false;
@@ -803,11 +809,11 @@ void kl_rmlock_write_lock(struct kl_rmlock *lk)
 		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 	kl_rwlock_write_lock(&lk->rw);
+	rm_count_write(lk); /* before a revocation, which starts its window from it */
 	/* M2: relaxed; the kl_rwlock orders it after every re-arm (M1) */
 	if (kl_unlikely(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 			  KL_RM_S_UNBIASED)))
 		(void)rm_revoke(lk, false, KLI_SITE());
-	rm_count_write(lk);
 	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
@@ -821,16 +827,16 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 		return false;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
 	ok = kl_rwlock_write_trylock(&lk->rw);
+	if (ok)
+		rm_count_write(lk);
 	if (ok && !(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 		    KL_RM_S_UNBIASED) && /* M2 */
 	    !rm_revoke(lk, true, KLI_SITE())) {
 		kl_rwlock_write_unlock(&lk->rw);
 		ok = false;
 	}
-	if (ok) {
-		rm_count_write(lk);
+	if (ok)
 		atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
-	}
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
 	return ok;
 }
