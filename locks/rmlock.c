@@ -1,151 +1,140 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * locks/rmlock.c - kl_rmlock: FreeBSD rmlock(9) semantics; readers without atomics while
- * the lock is biased, with one fence while it is not (BRAVO's adaptive bias).
+ * the lock is biased, kl_rwlock's algorithm while it is not (BRAVO's adaptive bias).
  *
  * WHAT. FreeBSD's rmlock lets a reader publish itself on a per-CPU tracker list with
  * plain stores inside a critical section; a writer takes the backing lock, revokes the
  * CPUs' read tokens and runs an IPI rendezvous (smp_rendezvous) so each CPU reports its
  * active readers, then waits for them. Userspace has no critical_enter and no IPI
  * handler, so the two halves become:
- *   - reader: push the lock on a per-thread stack of read holds (struct kl_rm_reader,
- *     embedded in the thread's registry record - type-stable, scannable, created on first
- *     use, recycled at thread exit), compiler barrier, test the writer bit;
- *   - writer: set the writer bit, membarrier(PRIVATE_EXPEDITED) - the userspace
- *     smp_rendezvous: a full barrier on every CPU running one of our threads -, then scan
- *     every thread record for a slot holding this lock and wait for each.
- * That membarrier costs 1-30 us (an IPI per CPU running our threads; a VM exit each in a
- * guest), so a lock written 1% of the time spent most of its time in it. Hence two modes:
- *   BIASED    (KL_RM_S_UNBIASED clear): as above. Readers: compiler barrier B. The first
- *             writer REVOKES the bias: D (membarrier) and the scan, and leaves the lock
- *             unbiased.
- *   UNBIASED  (KL_RM_S_UNBIASED set): readers add B', a full fence (ck_brlock's read
- *             side: a few ns), so a writer needs only D', a full fence, before its scan.
- *             The lock stays unbiased after a write: the next write costs no membarrier
- *             unless a reader re-armed the bias in between (FreeBSD keeps its read tokens
- *             between writes for the same reason).
+ *   - biased reader: push the lock on a per-thread stack of read holds (struct
+ *     kl_rm_reader, embedded in the thread's registry record - type-stable, scannable,
+ *     created on first use, recycled at thread exit), compiler barrier B, test the state;
+ *   - revoking writer: take the backing lock, mark the state, membarrier(PRIVATE_EXPEDITED)
+ *     (D, the userspace smp_rendezvous: a full barrier on every CPU running one of our
+ *     threads), then scan every thread record for a slot holding this lock, waiting for
+ *     each.
+ * The backing lock is a kl_rwlock embedded in the lock (lk->rw), and it is the whole of
+ * the UNBIASED mode: every writer takes it exclusive; a reader that finds the lock
+ * unbiased takes it shared (kl_rwlock's word, writer spinning, counted sleepers, hand-off
+ * to sleeping readers and its own reader bias), noting the hold in its slot stack with a
+ * tag (lk | KL_RM_TAG_RW) so that unlock, exit and fork find it. So a lock written often
+ * costs what a kl_rwlock costs, and a writer on an unbiased lock scans nothing.
+ *   BIASED    (KL_RM_S_UNBIASED clear): readers publish plain slots (B). The first writer
+ *             REVOKES: M3 sets WRITER | UNBIASED, D, drains the plain slots, and leaves
+ *             the state UNBIASED (FreeBSD keeps its read tokens revoked between writes
+ *             for the same reason).
+ *   UNBIASED  (KL_RM_S_UNBIASED set): readers and writers are lk->rw's.
  * POLICY (BRAVO, Dice & Kogan, USENIX ATC 2019). The revoking writer measures the
  * revocation (membarrier + scan + waiting for the biased readers it found), cost C, and
  * sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT (KLOCK_RM_INHIBIT overrides it;
- * capped at RM_INHIBIT_MAX_NS). Every write bumps lk->writes. A reader on an unbiased,
- * writer-free lock looks at the clock every RM_REARM_READS fenced reads; past rearm_at it
- * re-arms (CAS UNBIASED -> 0) only if lk->writes has not moved since the window opened,
- * else it opens a new window of N*C. So the bias comes back only after a whole window
- * without a write: a lock written at least once per window (BRAVO's plain rule re-armed
- * between such writes and revoked again at once - 11 k revocations/s at 1% writes on the
- * 2-CPU VM, each one's IPIs stalling the readers) stays unbiased and pays no revocation.
- * BOUND: every revocation of cost C is followed by at least N*C of unbiased time, so
- * revocations take at most 1/(N+1) of the run time, at any write rate; reads pay the
- * fence instead only while writes keep coming. Without membarrier (fallback mode) the
- * lock never re-arms: every reader already runs the full fence (kl_rm_self stays the
- * dummy, B is a full fence), so nothing is gained by biasing; no write counts as a
- * revocation.
+ * capped at RM_INHIBIT_MAX_NS). Every write bumps lk->writes. An unbiased reader, holding
+ * lk->rw shared, looks at the clock every RM_REARM_READS reads; past rearm_at it re-arms
+ * (M1: CAS UNBIASED -> 0) only if lk->writes has not moved since the window opened, else
+ * it opens a new window of N*C. So the bias comes back only after a whole window without
+ * a write, and a lock written at least once per window stays unbiased and pays no
+ * revocation. BOUND: every revocation of cost C is followed by at least N*C of unbiased
+ * time, so revocations take at most 1/(N+1) of the run time, at any write rate. Without
+ * membarrier (fallback mode) readers never take the biased path (kl_rm_self stays the
+ * dummy; rm_read_biased() refuses), the first write switches the lock to UNBIASED for
+ * good, and no write counts as a revocation.
  *
- * STATE. lk->state (32 bits; readers load it on every lock and unlock):
- *   bit 0  KL_RM_S_WRITER   a writer owns the lock or is draining readers; readers back out
+ * STATE. lk->state (32 bits; biased readers load it on every lock and unlock):
+ *   bit 0  KL_RM_S_WRITER   a revocation is under way (the writer holds lk->rw and drains
+ *                           the plain slots): biased readers back out
  *   bit 1  KL_RM_S_WSLEEP   the draining writer sleeps on lk->wseq waiting for the reader
- *                           record in lk->wait_for (or for lk->ovf when RM_WAIT_OVF)
- *   bit 2  RM_S_QUEUED      threads are parked on the lock (KL_RM_SLEEPABLE): unlock is slow
- *   bit 3  KL_RM_S_UNBIASED readers must run B'; writers skip the membarrier (set by every
- *                           writer's claim, cleared only by a re-arming reader, and only
- *                           from the exact value UNBIASED: never under a writer)
- *   RM_S_POISON             destroyed (has the writer bit, so a late reader waits, not races)
- *   lk->owner   the writer's owner id (locks/thread.h: one thread lifetime, never a
- *   recycled record, so a lock write-held by a thread that exited is nobody's); lk->ovf  read holds kept in the lock (a thread
- *   with all KL_RM_SLOTS slots in use, or a parked reader admitted when its slots were full)
+ *                           record in lk->wait_for
+ *   bit 3  KL_RM_S_UNBIASED the lock is lk->rw alone (set by a revocation, cleared only
+ *                           by a re-arming reader that holds lk->rw shared)
+ *   RM_S_POISON             destroyed (has the writer bit, so a late reader backs out)
  *   lk->rearm_at, unbiased_at, revoke_ns, revocations: written by the revoking writer under
  *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS, which
  *   also reports that completed stretch to the seam (kli_hook_rearmed: lockstat);
  *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
  *   reader that found writes inside an expired window (relaxed: a lost update only shifts
  *   the window).
+ *   lk->rw      the embedded kl_rwlock (locks/rwlock.c's theory block); its word names the
+ *   writer by owner id (one thread lifetime, so a lock write-held by a thread that
+ *   exited is nobody's): kl_rmlock_wowned() and the debug checks ask it.
  * Per thread (rm = kli_thread.rm): depth, slot[1..depth] a stack of held rmlocks (0 =
- * released out of order, compacted later), slot[0] == 0 always; unbiased_left counts the
- * fenced reads left before the next look at the re-arm clock.
+ * released out of order, compacted later): lk (a biased hold), lk | RM_TAG_RW (a hold of
+ * lk->rw of its own), lk | RM_TAG_RWR (KL_RM_RECURSE locks: the thread's RWR slots of one
+ * lock share one hold of lk->rw, so a nested read never queues behind a waiting writer);
+ * slot[0] == 0 always; unbiased_left counts the unbiased reads left before the next look
+ * at the re-arm clock. Holds past the slots are holds of lk->rw noted in kli_thread.rm_ovf.
  *
  * INVARIANTS.
- *   I1 A thread read-holds lk exactly as many times as its slots name lk, plus the
- *      overflow holds it took (counted in lk->ovf).
- *   I2 While KL_RM_S_WRITER is clear, no writer is past its fence (D or D').
- *   I3 A writer leaves rm_rendezvous()/rm_drain() only after one full pass over every
- *      record and lk->ovf found no hold of lk; from its fence until write_unlock every
- *      new reader sees the writer bit and backs out (except KL_RM_RECURSE re-entry, I4).
+ *   I1 A thread read-holds lk exactly as many times as its slots name lk (in any form),
+ *      plus its rm_ovf entries for lk.
+ *   I2 Every writer holds lk->rw exclusive; so does a revocation, from M3 to its end.
+ *   I3 A revocation leaves rm_drain() only after one full pass over every record found no
+ *      plain slot of lk; from M3 until then every new reader sees WRITER and backs out
+ *      (except KL_RM_RECURSE re-entry, I4) to lk->rw, where it waits.
  *   I4 A KL_RM_RECURSE reader enters past a set writer bit only while it already holds lk
  *      in a lower slot: the draining writer is still waiting for that hold, and the new
- *      hold is published before the old one is released, so the writer's next pass sees it.
- *   I5 QUEUED implies WRITER: waiters queue only while a writer owns the lock, and the
- *      unlocking writer clears both, under the bucket lock, when the queue is empty.
- *   I6 A reader inside lk that passed only B (not B') read a state value without UNBIASED,
- *      i.e. one older in lk->state's modification order than the claim of the last
- *      revoking writer; that writer's D and scan saw its slot and waited for it (B/D). So
- *      once the lock is unbiased, every reader still inside passed B' - which is what a
- *      writer that skips the membarrier relies on. (UNBIASED is set again by every claim
- *      and cleared only by a CAS that finds no writer, so a claim that finds it set
- *      follows the last revocation with no re-arm in between.)
- *   I7 While WRITER is set, UNBIASED is set (claims and hand-offs set both; the release
- *      keeps UNBIASED): a writer handed the lock (K) needs no revocation.
+ *      hold is published before the old one is released, so the writer's next pass sees
+ *      it. Below an RWR slot it adds an RWR slot (no new lk->rw hold to queue for).
+ *   I5 Outside a revocation, no slot names an unbiased lock untagged: the revocation
+ *      drained them, a biased admission needs its look after B to see the lock biased,
+ *      and the lock becomes biased again only by M1. So a writer that finds the lock
+ *      unbiased (M2) needs nothing but lk->rw.
  *
- * ORDERING. Labels are used in klock/rmlock.h (inline fast path) and here.
- *   B/D  asymmetric pair (biased lock): reader stores its slot, B = kli_fence_light() (a
- *        compiler barrier when membarrier is registered, else a seq_cst fence), loads
- *        state; revoking writer sets WRITER, D = kli_fence_heavy() (membarrier, or a seq_cst
- *        fence), loads the slots. Store-buffering: at least one side sees the other's store.
- *   B'/D' pair (unbiased lock): reader stores its slot, sees UNBIASED, B' = seq_cst
- *        fence, loads state again (that load decides); writer: D' = its claim CAS made
- *        seq_cst (a hand-off, which has no CAS, issues a seq_cst fence instead), then the
- *        scan's seq_cst loads of the slots. C11 (fence/seq_cst-operation rules): B' and the
- *        CAS are ordered in S. If the CAS comes first, the reader's load after B' sees
- *        WRITER (or later); if B' comes first, the scan's seq_cst loads, which follow the
- *        CAS in S, see the slot. No fence instruction on the writer: on x86 the CAS is a
- *        locked instruction and seq_cst loads are plain MOVs (an mfence less per write,
- *        uncontended write pair 23.9 -> see docs/design-readmostly.md); on aarch64 LDAR
- *        after the CAS's release store is ordered (RCsc). I6 makes D' enough.
- *   C/F  asymmetric pair: reader clears its slot (E), C = light fence, loads state for
- *        WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the slot before
- *        sleeping. So a sleeping writer is always woken by the reader it waits for. F stays
- *        the membarrier in both modes (readers' unlock does not know the mode; sleeping is
- *        the slow path anyway).
- *   E    release store ending a read section; pairs with the acquire loads of the scan, so
- *        the write section happens after every read section it waited for.
- *   G    release of the write hold (state store / CAS); pairs with the readers' acquire
- *        loads of state and the next writer's acquire CAS: readers see the writer's data,
- *        and a re-arming reader sees the rearm_at/unbiased_at its writer stored.
- *   O    overflow holds: seq_cst RMWs on lk->ovf followed by a seq_cst fence (a full
- *        barrier on the reader side too, so B/D and B'/D' hold whatever the mode).
- *   K    hand-off: the unlocking writer publishes an admitted reader's hold (or passes
- *        WRITER to a writer) under the bucket lock before park.c's K1 release; the wakee
- *        reads it after K2.
- *   The re-arm CAS (UNBIASED -> 0) needs no ordering: a writer that then finds the lock
- *   biased revokes (D), which covers readers on either path.
+ * ORDERING. Labels are used in klock/rmlock.h (inline fast path) and here; the mode
+ * switch is M1-M3.
+ *   B/D  asymmetric pair: reader stores its slot, B = kli_fence_light() (a compiler
+ *        barrier when membarrier is registered, else a seq_cst fence), loads state;
+ *        revoking writer M3, D = kli_fence_heavy() (membarrier, or a seq_cst fence), loads
+ *        the slots. Store-buffering: at least one side sees the other's store.
+ *   M1   the re-arm (unbiased -> biased): a release CAS made inside a read section of
+ *        lk->rw; the biased readers' acquire loads of state pair with it. A biased reader
+ *        synchronises with no writer directly (writers release lk->rw, not state): the
+ *        re-arm is ordered after the last write section by lk->rw, and the reader after
+ *        the re-arm by M1.
+ *   M2   the writer's relaxed load of state after taking lk->rw exclusive. The re-arm's
+ *        read section either ends before this write section (lk->rw's release/acquire:
+ *        M1 happens-before M2, which then reads it or a later value, and the writer
+ *        revokes) or begins after it (no biased reader can have been admitted by that
+ *        re-arm yet). So no writer skips a revocation that biased readers need.
+ *   M3   the revocation (biased -> unbiased): a seq_cst exchange setting WRITER |
+ *        UNBIASED, then D. Readers that see it go to lk->rw and wait behind the writer;
+ *        readers that miss it are seen by the scan (B/D).
+ *   C/F  asymmetric pair: reader clears (or retags) its slot (E), C = light fence, loads
+ *        state for WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the
+ *        slot before sleeping. The inline path's plain undo of a publish has no C: the
+ *        out-of-line read that follows runs C before it can wait behind lk->rw.
+ *   E    release store ending a biased read section; pairs with the acquire loads of the
+ *        drain, so the write section happens after every read section it waited for.
+ *   Unbiased reads and all writes are ordered by lk->rw's own labels (R1/R2, W1/W2, ...).
  *
- * FAIRNESS. Writer preference: a writer's bit turns new readers away, so readers cannot
- * starve writers. With KL_RM_SLEEPABLE, blocked readers and writers queue FIFO on the lock
- * (parking lot); write_unlock admits the readers at the head of the queue on their behalf
- * and passes the lock directly to the first writer behind them (Linux percpu-rwsem's wake
- * function), so neither side starves. Without it, waiters spin (capped backoff, then
- * sched_yield) and a stream of writers can starve spinning readers.
+ * FAIRNESS. kl_rwlock's: writer preference (new readers defer to a waiting writer) with a
+ * time-bounded hand-off to the sleeping readers, so neither side starves; writers among
+ * themselves are not FIFO. A revocation turns new readers away to lk->rw, where they wait
+ * behind the revoking writer. KL_RM_SLEEPABLE makes the revoking writer sleep (C/F)
+ * instead of spinning and yielding while a biased reader stays inside; every other wait is
+ * kl_rwlock's spin-then-sleep with or without the flag.
  *
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
- * line and the lock's read-mostly state line. Unbiased: plus one full fence and a second
- * load, inline; every RM_REARM_READS-th goes out of line to read the clock. Revoking
- * write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14
- * words per thread record ever created, a second pass when readers were found, two clock
- * reads. Write on an unbiased lock: the seq_cst claim CAS and the scan, no fence
- * instruction (like ck_brlock's writer).
- * Policy state adds 40 bytes to the lock, written only at revocations and re-arms.
+ * line and the lock's read-mostly state line. Unbiased: the inline slot push and tag plus
+ * kl_rwlock's inline read (one CAS, or its biased slot); every RM_REARM_READS-th, and
+ * every one of a KL_RM_RECURSE lock, goes out of line. Write on an unbiased lock:
+ * kl_rwlock's write pair plus a load of state and the write count. Revoking write: one
+ * membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14 words per
+ * thread record ever created, a second pass when readers were found, two clock reads.
+ * The lock is 112 bytes on LP64 (it was 80: the embedded kl_rwlock adds 40; the shared
+ * overflow word and the owner word are gone, the kl_rwlock's word names the writer). Its
+ * first 64 bytes are what biased readers read; the write count sits by the kl_rwlock.
  *
- * LIMITS. Depth beyond KL_RM_SLOTS uses the shared overflow word (RMW + fence per read)
+ * LIMITS. Depth beyond KL_RM_SLOTS uses holds of lk->rw noted in the thread's rm_ovf list,
  * and cannot be admitted as a KL_RM_RECURSE re-entry. Not async-signal-safe. A thread that
- * exits holding a read lock has the hold dropped (debug builds report it): slot holds from
- * its slots, overflow holds from the list its record keeps of them (kli_thread.rm_ovf,
- * noted in rm_push(), forgotten in rm_unpublish()); one taken when no memory was left to
- * note it stays. Records of all
- * threads ever seen are scanned: a process that churned through thousands of threads
- * keeps a longer scan (records are recycled, so the count tracks peak concurrency). The
- * bound on revocation time is in wall time, not per reader: a revocation that waited for
- * a long read section measures that wait and stays unbiased N times longer (capped).
- * Binaries compiled against the pre-bias inline fast path (which ignored UNBIASED) must be
- * rebuilt: the inline path is part of the ABI.
+ * exits holding a read lock has the hold dropped (debug builds report it): its slots and
+ * its rm_ovf entries; one taken when no memory was left to note it stays. Records of all
+ * threads ever seen are scanned by a revocation. The bound on revocation time is in wall
+ * time, not per reader: a revocation that waited for a long read section measures that
+ * wait and stays unbiased N times longer (capped). The instruments see lk->rw as a
+ * kl_rwlock of its own (at lk + offsetof(rw), never lk itself): with lockstat, waits
+ * behind the kl_rwlock are counted on that address. Binaries compiled against an earlier
+ * inline fast path must be rebuilt: the inline path and the struct are part of the ABI.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -455,7 +444,7 @@ static bool rm_check_read(struct kl_rmlock *lk, struct kli_thread *self, const v
 {
 	if (!rm_check_alive(lk, site))
 		return false;
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == self->owner)
+	if (kl_rwlock_wowned(&lk->rw))
 		kli_report("read lock of a lock this thread write-holds (deadlock)", "rmlock", lk,
 			   site, NULL);
 	if (!(lk->flags & KL_RM_RECURSE) && rm_find(&self->rm, lk) != 0)
@@ -491,11 +480,13 @@ static bool rm_check_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *tr,
 	return true;
 }
 
-static bool rm_check_write(struct kl_rmlock *lk, struct kli_thread *self, const void *site)
+static bool rm_check_write(struct kl_rmlock *lk, const void *site)
 {
+	struct kli_thread *self = kli_self();
+
 	if (!rm_check_alive(lk, site))
 		return false;
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == self->owner)
+	if (kl_rwlock_wowned(&lk->rw))
 		kli_report("recursive write lock (deadlock)", "rmlock", lk, site, NULL);
 	if (rm_find(&self->rm, lk) != 0)
 		kli_report("write lock of a lock this thread read-holds (deadlock)", "rmlock", lk,
@@ -517,10 +508,9 @@ static inline bool rm_check_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *t
 	return true;
 }
 
-static inline bool rm_check_write(struct kl_rmlock *lk, struct kli_thread *self,
-				  const void *site)
+static inline bool rm_check_write(struct kl_rmlock *lk, const void *site)
 {
-	(void)lk, (void)self, (void)site;
+	(void)lk, (void)site;
 	return true;
 }
 #endif
@@ -803,9 +793,7 @@ static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, bool try, const void *si
 
 void kl_rmlock_write_lock(struct kl_rmlock *lk)
 {
-	struct kli_thread *self = kli_self();
-
-	if (!rm_check_write(lk, self, KLI_SITE()))
+	if (!rm_check_write(lk, KLI_SITE()))
 		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 	kl_rwlock_write_lock(&lk->rw);
@@ -814,16 +802,14 @@ void kl_rmlock_write_lock(struct kl_rmlock *lk)
 	if (kl_unlikely(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 			  KL_RM_S_UNBIASED)))
 		(void)rm_revoke(lk, false, KLI_SITE());
-	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
 
 bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 {
-	struct kli_thread *self = kli_self();
 	bool ok;
 
-	if (!rm_check_write(lk, self, KLI_SITE()))
+	if (!rm_check_write(lk, KLI_SITE()))
 		return false;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
 	ok = kl_rwlock_write_trylock(&lk->rw);
@@ -835,8 +821,6 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 		kl_rwlock_write_unlock(&lk->rw);
 		ok = false;
 	}
-	if (ok)
-		atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
 	return ok;
 }
@@ -845,8 +829,7 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 {
 
 #if KLOCK_DEBUG_LOCKS
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) != kli_tls_owner ||
-	    kli_tls_owner == 0) {
+	if (!kl_rwlock_wowned(&lk->rw)) {
 		kli_report(atomic_load_explicit(&lk->state, memory_order_relaxed) == RM_S_POISON
 				   ? "use of a destroyed lock"
 				   : "write unlock by a thread that does not own the lock",
@@ -855,7 +838,6 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 	}
 #endif
 	kli_hook_release(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	atomic_store_explicit(&lk->owner, 0, memory_order_relaxed);
 	/* The lock stays unbiased: the next write skips the revocation unless a reader
 	 * re-armed the bias in between. */
 	kl_rwlock_write_unlock(&lk->rw);
@@ -864,9 +846,7 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 
 bool kl_rmlock_wowned(const struct kl_rmlock *lk)
 {
-	kli_owner_t me = kli_tls_owner;
-
-	return me != 0 && atomic_load_explicit(&lk->owner, memory_order_relaxed) == me;
+	return kl_rwlock_wowned(&lk->rw);
 }
 
 void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bias *out)

@@ -86,28 +86,29 @@ KL_BEGIN_DECLS
 #define KL_RM_INHIBIT_MULT 9
 
 struct kl_rmlock {
+	/* Read by every biased reader; written by revocations and re-arms (one line): */
 	KL_ATOMIC(uint32_t) state;     /* KL_RM_S_* and private bits; read by every reader */
 	uint32_t flags;                /* KL_RM_RECURSE | KL_RM_SLEEPABLE */
 	KL_ATOMIC(uint32_t) wseq;      /* futex word a draining writer sleeps on */
-	KL_ATOMIC(uint32_t) writes;    /* write acquisitions (wraps), bumped under the hold */
 	KL_ATOMIC(uint32_t) rearm_writes; /* `writes` when a re-arming reader last looked */
 	KL_ATOMIC(uintptr_t) wait_for; /* the reader record a sleeping writer waits for */
-	KL_ATOMIC(uintptr_t) owner;    /* the write owner's owner id, 0 when none */
-	/* Bias policy (written by revoking writers and re-arming readers only): */
 	KL_ATOMIC(uint64_t) rearm_at;    /* monotonic ns from which readers may re-arm */
 	KL_ATOMIC(uint64_t) unbiased_at; /* monotonic ns of the last revocation */
 	KL_ATOMIC(uint64_t) unbiased_ns; /* time spent unbiased up to the last re-arm */
 	KL_ATOMIC(uint64_t) revocations; /* revocations (membarrier rendezvous) paid */
 	KL_ATOMIC(uint64_t) revoke_ns;   /* cost of the last revocation */
-	/* The unbiased mode: every writer takes it exclusive; unbiased readers take it shared
-	 * (a thread's slot notes such a hold with KL_RM_TAG_RW). Last, so that the lock's own
-	 * address names the kl_rmlock alone to the instruments. */
+	/* Written by every writer: */
+	KL_ATOMIC(uint32_t) writes;    /* write acquisitions (wraps), bumped under the hold */
+	/* The unbiased mode, and every writer's exclusion: every writer takes it exclusive
+	 * (its word names the writer); unbiased readers take it shared (a thread's slot notes
+	 * such a hold with KL_RM_TAG_RW). Last, so that the lock's own address names the
+	 * kl_rmlock alone to the instruments. */
 	struct kl_rwlock rw;
 };
 
 /* Static initializer: `struct kl_rmlock lk = KL_RMLOCK_INITIALIZER(KL_RM_SLEEPABLE);` */
 #define KL_RMLOCK_INITIALIZER(flags)                                                       \
-	{ 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, KL_RWLOCK_INITIALIZER }
+	{ 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0, KL_RWLOCK_INITIALIZER }
 
 /*
  * Per-acquisition read token, owned by the caller (usually on the stack), passed to the
