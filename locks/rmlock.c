@@ -645,6 +645,32 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 	return true;
 }
 
+/* klock/rmlock.h's inline read lock pushed @lk on the caller's stack (the top slot, plain)
+ * and then found the state UNBIASED alone. The common case: retag the slot (E), C and a
+ * look for a revoking writer that may have gone to sleep on it while it named the lock
+ * (one that began after our look, once a re-arm made the lock biased again), then
+ * kl_rwlock's inline read. Else undo and take the whole out-of-line path. */
+void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+{
+	struct kl_rm_reader *r = kl_rm_self;
+	uint32_t d = r->depth;
+
+	if (kl_likely(r->unbiased_left != 0 && !(lk->flags & KL_RM_RECURSE))) {
+		atomic_store_explicit(&r->slot[d], (uintptr_t)lk | RM_TAG_RW,
+				      memory_order_release); /* E */
+		kli_fence_light(); /* C: pairs with F in rm_wait_slot() */
+		if (kl_unlikely(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+				KL_RM_S_WSLEEP))
+			rm_wake_writer(lk, (uintptr_t)r);
+		r->unbiased_left--;
+		kl_rwlock_read_lock(&lk->rw);
+		return;
+	}
+	atomic_store_explicit(&r->slot[d], 0, memory_order_relaxed);
+	r->depth = d - 1;
+	(kl_rmlock_read_lock)(lk, tr);
+}
+
 void (kl_rmlock_read_lock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());

@@ -235,6 +235,14 @@ KL_API void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bi
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
 #define KL_RM_INLINE 1
 
+/* The inline read lock published @lk in the calling thread's top slot and found the lock
+ * unbiased with no revocation under way: retag the slot KL_RM_TAG_RW and take the embedded
+ * kl_rwlock shared (kl_rwlock's inline read), or undo and take the out-of-line path
+ * (every RM_REARM_READS-th unbiased read looks at the re-arm clock; KL_RM_RECURSE locks).
+ * Private. */
+KL_API void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+	KL_NONNULL(1, 2);
+
 /* A writer sleeps waiting for this thread's hold: wake it (the out-of-line paths do the
  * same in rmlock.c, rm_wake_writer()). */
 static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_rm_reader *r)
@@ -252,10 +260,8 @@ static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_
  * and before scanning the slots, so either the writer sees this slot or this load sees
  * the revocation. The acquire load pairs with M1, the release of the re-arming reader
  * that made the lock biased (after the last writer). On an unbiased lock (no revocation
- * under way: the state is UNBIASED alone) the hold becomes a kl_rwlock read hold, its slot
- * retagged KL_RM_TAG_RW (E, then C and a look for a writer that slept on the slot while
- * it named the lock); KL_RM_RECURSE locks, and every RM_REARM_READS-th unbiased read (it
- * looks at the re-arm clock), go out of line.
+ * under way: the state is UNBIASED alone) kl_rmlock_read_unbiased_() turns the published
+ * slot into a kl_rwlock read hold.
  */
 static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
@@ -269,21 +275,11 @@ static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm
 		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1 */
 		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)), 1))
 			return;
-		if (s == KL_RM_S_UNBIASED && r->unbiased_left != 0 &&
-		    !(lk->flags & KL_RM_RECURSE)) {
-			atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk | KL_RM_TAG_RW,
-					      memory_order_release); /* E */
-			atomic_signal_fence(memory_order_seq_cst); /* C: pairs with F */
-			if (__builtin_expect(atomic_load_explicit(&lk->state,
-								  memory_order_relaxed) &
-						     KL_RM_S_WSLEEP,
-					     0))
-				kl_rmlock_wake_writer_inline(lk, r);
-			r->unbiased_left--;
-			kl_rwlock_read_lock(&lk->rw);
+		if (s == KL_RM_S_UNBIASED) { /* a tail call: the biased path keeps no frame */
+			kl_rmlock_read_unbiased_(lk, tr);
 			return;
 		}
-		/* A revocation under way (or time to look at the clock): undo, go out of line. */
+		/* A revocation under way: undo, go out of line. */
 		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
 		r->depth = d;
 	}
