@@ -4,7 +4,7 @@
  *   kl_rmlock            FreeBSD rmlock: per-thread read slots, membarrier rendezvous
  *                        while biased, fenced readers after a write (BRAVO policy);
  *                        waiters spin (then yield). ts = struct kl_rm_tracker.
- *   kl_rmlock_sleepable  the same with KL_RM_SLEEPABLE: waiters park, FIFO hand-off.
+ *   kl_rmlock_sleepable  the same with KL_RM_SLEEPABLE: a revoking writer sleeps for biased readers.
  *   kl_pcpu_rwsem        Linux percpu-rwsem: rseq per-CPU counters, rcu_sync; no token.
  *   kl_seqlock           sequence lock: readers hold nothing and retry
  *                        (LOCKOPS_READ_RETRY); ts = the sequence read_lock saw.
