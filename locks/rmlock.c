@@ -614,6 +614,11 @@ static bool rm_read_rw(struct kl_rmlock *lk, struct kli_thread *self, bool try,
 	kli_fence_light();
 	if (kl_unlikely(atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP))
 		rm_wake_writer(lk, (uintptr_t)&self->rm);
+	if (kl_unlikely(kl_rwlock_wowned(&lk->rw))) { /* misuse: we write-hold it */
+		if (!try)
+			kl_rwlock_read_lock(&lk->rw); /* reports it in every build, returns */
+		return false;
+	}
 	if (try) {
 		if (!kl_rwlock_read_trylock(&lk->rw))
 			return false;

@@ -208,6 +208,14 @@ KL_API void kl_rmlock_write_unlock(struct kl_rmlock *lk) KL_NONNULL(1);
 /* kl_rmlock_wowned - true when the calling thread write-holds @lk. Never blocks. */
 KL_API bool kl_rmlock_wowned(const struct kl_rmlock *lk) KL_NONNULL(1);
 
+/* The inline read lock published @lk in the calling thread's top slot and found the lock
+ * unbiased with no revocation under way: retag the slot KL_RM_TAG_RW and take the embedded
+ * kl_rwlock shared (kl_rwlock's inline read), or undo and take the out-of-line path
+ * (every RM_REARM_READS-th unbiased read looks at the re-arm clock; KL_RM_RECURSE locks).
+ * Private. */
+KL_API void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+	KL_NONNULL(1, 2);
+
 /* The bias policy's record of one lock (kl_rmlock_bias_stats()). */
 struct kl_rmlock_bias {
 	uint64_t revocations;  /* writes that paid the membarrier rendezvous */
@@ -234,14 +242,6 @@ KL_API void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bi
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
 #define KL_RM_INLINE 1
-
-/* The inline read lock published @lk in the calling thread's top slot and found the lock
- * unbiased with no revocation under way: retag the slot KL_RM_TAG_RW and take the embedded
- * kl_rwlock shared (kl_rwlock's inline read), or undo and take the out-of-line path
- * (every RM_REARM_READS-th unbiased read looks at the re-arm clock; KL_RM_RECURSE locks).
- * Private. */
-KL_API void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
-	KL_NONNULL(1, 2);
 
 /* A writer sleeps waiting for this thread's hold: wake it (the out-of-line paths do the
  * same in rmlock.c, rm_wake_writer()). */
