@@ -343,9 +343,10 @@ static bool biased(const struct kl_rmlock *lk)
 	return b.biased;
 }
 
-/* The readers' fence is what makes this pass: with B' removed (a compiler barrier in
- * its place, in klock/rmlock.h and rm_read_state()) the two overlap in a few rounds in
- * a thousand on x86. */
+/* A writer on an unbiased lock skips the membarrier and the scan: what excludes the
+ * readers is the embedded kl_rwlock they take (before it, the readers' fence B' did; with
+ * B' removed the two overlapped in a few rounds in a thousand on x86), and invariant I5
+ * (no biased hold outlives a revocation). */
 static void test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier(
 	void **state)
 {
@@ -687,9 +688,10 @@ static void *race_reader(void *arg)
 	return NULL;
 }
 
-/* Regression: a reader queueing (validate, under the bucket lock) while the writer's
- * unlock took the fast path (outside it) once left RM_S_QUEUED set without the writer
- * bit, and every later writer spun for ever. Many short writes against parking readers. */
+/* Many short writes against readers that wait and sleep: no wake-up is lost and no state
+ * bit is left behind. (It once caught a reader queueing while the unlock took its fast
+ * path, leaving a queued bit without a writer; it also caught a revoking writer asleep on
+ * a slot that a reader's inline path took back before waiting behind the writer.) */
 static void test_rmlock_waiter_queueing_during_unlock_is_not_lost(void **state)
 {
 	static struct race r;
