@@ -254,6 +254,33 @@ static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_
 }
 
 /*
+ * kl_rmlock_read_unbiased_()'s common case, inline: retag the slot @d that the inline
+ * read lock pushed (E; C, the light half of C/F, is a compiler barrier here as in the
+ * unlock: a thread reaches this with a real record only when membarrier is in use), see
+ * no revoking writer asleep, and take the embedded kl_rwlock shared (its inline read).
+ * Anything else - the re-arm clock due, KL_RM_RECURSE, a writer to wake - goes out of
+ * line, which retags again (idempotent) and takes it from there.
+ */
+static inline void kl_rmlock_read_unbiased_inline(struct kl_rmlock *lk,
+						  struct kl_rm_tracker *tr,
+						  struct kl_rm_reader *r, uint32_t d)
+{
+	if (__builtin_expect(r->unbiased_left != 0 && !(lk->flags & KL_RM_RECURSE), 1)) {
+		atomic_store_explicit(&r->slot[d], (uintptr_t)lk | KL_RM_TAG_RW,
+				      memory_order_release); /* E */
+		atomic_signal_fence(memory_order_seq_cst); /* C: light half, pairs with F */
+		if (__builtin_expect(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+				       KL_RM_S_WSLEEP),
+				     1)) {
+			r->unbiased_left--;
+			kl_rwlock_read_lock(&lk->rw);
+			return;
+		}
+	}
+	kl_rmlock_read_unbiased_(lk, tr);
+}
+
+/*
  * Push @lk on the thread's stack of read holds, then look at the state. The compiler
  * barrier between is B, the light half of the asymmetric pair B/D: D is the
  * membarrier(PRIVATE_EXPEDITED) a revoking writer issues after setting KL_RM_S_UNBIASED
@@ -275,8 +302,8 @@ static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm
 		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1 */
 		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)), 1))
 			return;
-		if (s == KL_RM_S_UNBIASED) { /* a tail call: the biased path keeps no frame */
-			kl_rmlock_read_unbiased_(lk, tr);
+		if (s == KL_RM_S_UNBIASED) {
+			kl_rmlock_read_unbiased_inline(lk, tr, r, d + 1);
 			return;
 		}
 		/* A revocation under way: undo, go out of line. */
