@@ -651,7 +651,8 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 }
 
 /* klock/rmlock.h's inline read lock pushed @lk on the caller's stack (the top slot, plain)
- * and then found the state UNBIASED alone. The common case: retag the slot (E), C and a
+ * and then found the state UNBIASED alone, and its own copy of the common case below
+ * (kl_rmlock_read_unbiased_inline) did not apply. The common case: retag the slot (E), C and a
  * look for a revoking writer that may have gone to sleep on it while it named the lock
  * (one that began after our look, once a re-arm made the lock biased again), then
  * kl_rwlock's inline read. Else undo and take the whole out-of-line path. */
