@@ -195,7 +195,8 @@ bool kli_preload_unlock_misuse(const void *lock, bool foreign, const void *site)
 /* A test sets this to widen a race window at a named place on a slow path (it may sleep
  * there); NULL otherwise. Read with one relaxed load and a predicted branch, on slow paths
  * only. Points: "rwlock.read_sleep.checked" (a counted reader, after its grant check,
- * before its last look at the word); "rwlock.write_sleep.counted" (a writer counted
+ * before its last look at the word); "rwlock.read_sleep.woken" (a counted reader back
+ * from its wait, before it marks the futex value again); "rwlock.write_sleep.counted" (a writer counted
  * asleep, before it reads its futex word and takes its last look). */
 typedef void (*kli_test_hook_fn)(const char *point);
 extern _Atomic(kli_test_hook_fn) kli_test_hook;

@@ -1,151 +1,140 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * locks/rmlock.c - kl_rmlock: FreeBSD rmlock(9) semantics; readers without atomics while
- * the lock is biased, with one fence while it is not (BRAVO's adaptive bias).
+ * the lock is biased, kl_rwlock's algorithm while it is not (BRAVO's adaptive bias).
  *
  * WHAT. FreeBSD's rmlock lets a reader publish itself on a per-CPU tracker list with
  * plain stores inside a critical section; a writer takes the backing lock, revokes the
  * CPUs' read tokens and runs an IPI rendezvous (smp_rendezvous) so each CPU reports its
  * active readers, then waits for them. Userspace has no critical_enter and no IPI
  * handler, so the two halves become:
- *   - reader: push the lock on a per-thread stack of read holds (struct kl_rm_reader,
- *     embedded in the thread's registry record - type-stable, scannable, created on first
- *     use, recycled at thread exit), compiler barrier, test the writer bit;
- *   - writer: set the writer bit, membarrier(PRIVATE_EXPEDITED) - the userspace
- *     smp_rendezvous: a full barrier on every CPU running one of our threads -, then scan
- *     every thread record for a slot holding this lock and wait for each.
- * That membarrier costs 1-30 us (an IPI per CPU running our threads; a VM exit each in a
- * guest), so a lock written 1% of the time spent most of its time in it. Hence two modes:
- *   BIASED    (KL_RM_S_UNBIASED clear): as above. Readers: compiler barrier B. The first
- *             writer REVOKES the bias: D (membarrier) and the scan, and leaves the lock
- *             unbiased.
- *   UNBIASED  (KL_RM_S_UNBIASED set): readers add B', a full fence (ck_brlock's read
- *             side: a few ns), so a writer needs only D', a full fence, before its scan.
- *             The lock stays unbiased after a write: the next write costs no membarrier
- *             unless a reader re-armed the bias in between (FreeBSD keeps its read tokens
- *             between writes for the same reason).
+ *   - biased reader: push the lock on a per-thread stack of read holds (struct
+ *     kl_rm_reader, embedded in the thread's registry record - type-stable, scannable,
+ *     created on first use, recycled at thread exit), compiler barrier B, test the state;
+ *   - revoking writer: take the backing lock, mark the state, membarrier(PRIVATE_EXPEDITED)
+ *     (D, the userspace smp_rendezvous: a full barrier on every CPU running one of our
+ *     threads), then scan every thread record for a slot holding this lock, waiting for
+ *     each.
+ * The backing lock is a kl_rwlock embedded in the lock (lk->rw), and it is the whole of
+ * the UNBIASED mode: every writer takes it exclusive; a reader that finds the lock
+ * unbiased takes it shared (kl_rwlock's word, writer spinning, counted sleepers, hand-off
+ * to sleeping readers and its own reader bias), noting the hold in its slot stack with a
+ * tag (lk | KL_RM_TAG_RW) so that unlock, exit and fork find it. So a lock written often
+ * costs what a kl_rwlock costs, and a writer on an unbiased lock scans nothing.
+ *   BIASED    (KL_RM_S_UNBIASED clear): readers publish plain slots (B). The first writer
+ *             REVOKES: M3 sets WRITER | UNBIASED, D, drains the plain slots, and leaves
+ *             the state UNBIASED (FreeBSD keeps its read tokens revoked between writes
+ *             for the same reason).
+ *   UNBIASED  (KL_RM_S_UNBIASED set): readers and writers are lk->rw's.
  * POLICY (BRAVO, Dice & Kogan, USENIX ATC 2019). The revoking writer measures the
  * revocation (membarrier + scan + waiting for the biased readers it found), cost C, and
  * sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT (KLOCK_RM_INHIBIT overrides it;
- * capped at RM_INHIBIT_MAX_NS). Every write bumps lk->writes. A reader on an unbiased,
- * writer-free lock looks at the clock every RM_REARM_READS fenced reads; past rearm_at it
- * re-arms (CAS UNBIASED -> 0) only if lk->writes has not moved since the window opened,
- * else it opens a new window of N*C. So the bias comes back only after a whole window
- * without a write: a lock written at least once per window (BRAVO's plain rule re-armed
- * between such writes and revoked again at once - 11 k revocations/s at 1% writes on the
- * 2-CPU VM, each one's IPIs stalling the readers) stays unbiased and pays no revocation.
- * BOUND: every revocation of cost C is followed by at least N*C of unbiased time, so
- * revocations take at most 1/(N+1) of the run time, at any write rate; reads pay the
- * fence instead only while writes keep coming. Without membarrier (fallback mode) the
- * lock never re-arms: every reader already runs the full fence (kl_rm_self stays the
- * dummy, B is a full fence), so nothing is gained by biasing; no write counts as a
- * revocation.
+ * capped at RM_INHIBIT_MAX_NS). Every write bumps lk->writes. An unbiased reader, holding
+ * lk->rw shared, looks at the clock every RM_REARM_READS reads; past rearm_at it re-arms
+ * (M1: CAS UNBIASED -> 0) only if lk->writes has not moved since the window opened, else
+ * it opens a new window of N*C. So the bias comes back only after a whole window without
+ * a write, and a lock written at least once per window stays unbiased and pays no
+ * revocation. BOUND: every revocation of cost C is followed by at least N*C of unbiased
+ * time, so revocations take at most 1/(N+1) of the run time, at any write rate. Without
+ * membarrier (fallback mode) readers never take the biased path (kl_rm_self stays the
+ * dummy; rm_read_biased() refuses), the first write switches the lock to UNBIASED for
+ * good, and no write counts as a revocation.
  *
- * STATE. lk->state (32 bits; readers load it on every lock and unlock):
- *   bit 0  KL_RM_S_WRITER   a writer owns the lock or is draining readers; readers back out
+ * STATE. lk->state (32 bits; biased readers load it on every lock and unlock):
+ *   bit 0  KL_RM_S_WRITER   a revocation is under way (the writer holds lk->rw and drains
+ *                           the plain slots): biased readers back out
  *   bit 1  KL_RM_S_WSLEEP   the draining writer sleeps on lk->wseq waiting for the reader
- *                           record in lk->wait_for (or for lk->ovf when RM_WAIT_OVF)
- *   bit 2  RM_S_QUEUED      threads are parked on the lock (KL_RM_SLEEPABLE): unlock is slow
- *   bit 3  KL_RM_S_UNBIASED readers must run B'; writers skip the membarrier (set by every
- *                           writer's claim, cleared only by a re-arming reader, and only
- *                           from the exact value UNBIASED: never under a writer)
- *   RM_S_POISON             destroyed (has the writer bit, so a late reader waits, not races)
- *   lk->owner   the writer's owner id (locks/thread.h: one thread lifetime, never a
- *   recycled record, so a lock write-held by a thread that exited is nobody's); lk->ovf  read holds kept in the lock (a thread
- *   with all KL_RM_SLOTS slots in use, or a parked reader admitted when its slots were full)
+ *                           record in lk->wait_for
+ *   bit 3  KL_RM_S_UNBIASED the lock is lk->rw alone (set by a revocation, cleared only
+ *                           by a re-arming reader that holds lk->rw shared)
+ *   RM_S_POISON             destroyed (has the writer bit, so a late reader backs out)
  *   lk->rearm_at, unbiased_at, revoke_ns, revocations: written by the revoking writer under
  *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS, which
  *   also reports that completed stretch to the seam (kli_hook_rearmed: lockstat);
  *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
  *   reader that found writes inside an expired window (relaxed: a lost update only shifts
  *   the window).
+ *   lk->rw      the embedded kl_rwlock (locks/rwlock.c's theory block); its word names the
+ *   writer by owner id (one thread lifetime, so a lock write-held by a thread that
+ *   exited is nobody's): kl_rmlock_wowned() and the debug checks ask it.
  * Per thread (rm = kli_thread.rm): depth, slot[1..depth] a stack of held rmlocks (0 =
- * released out of order, compacted later), slot[0] == 0 always; unbiased_left counts the
- * fenced reads left before the next look at the re-arm clock.
+ * released out of order, compacted later): lk (a biased hold), lk | RM_TAG_RW (a hold of
+ * lk->rw of its own), lk | RM_TAG_RWR (KL_RM_RECURSE locks: the thread's RWR slots of one
+ * lock share one hold of lk->rw, so a nested read never queues behind a waiting writer);
+ * slot[0] == 0 always; unbiased_left counts the unbiased reads left before the next look
+ * at the re-arm clock. Holds past the slots are holds of lk->rw noted in kli_thread.rm_ovf.
  *
  * INVARIANTS.
- *   I1 A thread read-holds lk exactly as many times as its slots name lk, plus the
- *      overflow holds it took (counted in lk->ovf).
- *   I2 While KL_RM_S_WRITER is clear, no writer is past its fence (D or D').
- *   I3 A writer leaves rm_rendezvous()/rm_drain() only after one full pass over every
- *      record and lk->ovf found no hold of lk; from its fence until write_unlock every
- *      new reader sees the writer bit and backs out (except KL_RM_RECURSE re-entry, I4).
+ *   I1 A thread read-holds lk exactly as many times as its slots name lk (in any form),
+ *      plus its rm_ovf entries for lk.
+ *   I2 Every writer holds lk->rw exclusive; so does a revocation, from M3 to its end.
+ *   I3 A revocation leaves rm_drain() only after one full pass over every record found no
+ *      plain slot of lk; from M3 until then every new reader sees WRITER and backs out
+ *      (except KL_RM_RECURSE re-entry, I4) to lk->rw, where it waits.
  *   I4 A KL_RM_RECURSE reader enters past a set writer bit only while it already holds lk
  *      in a lower slot: the draining writer is still waiting for that hold, and the new
- *      hold is published before the old one is released, so the writer's next pass sees it.
- *   I5 QUEUED implies WRITER: waiters queue only while a writer owns the lock, and the
- *      unlocking writer clears both, under the bucket lock, when the queue is empty.
- *   I6 A reader inside lk that passed only B (not B') read a state value without UNBIASED,
- *      i.e. one older in lk->state's modification order than the claim of the last
- *      revoking writer; that writer's D and scan saw its slot and waited for it (B/D). So
- *      once the lock is unbiased, every reader still inside passed B' - which is what a
- *      writer that skips the membarrier relies on. (UNBIASED is set again by every claim
- *      and cleared only by a CAS that finds no writer, so a claim that finds it set
- *      follows the last revocation with no re-arm in between.)
- *   I7 While WRITER is set, UNBIASED is set (claims and hand-offs set both; the release
- *      keeps UNBIASED): a writer handed the lock (K) needs no revocation.
+ *      hold is published before the old one is released, so the writer's next pass sees
+ *      it. Below an RWR slot it adds an RWR slot (no new lk->rw hold to queue for).
+ *   I5 Outside a revocation, no slot names an unbiased lock untagged: the revocation
+ *      drained them, a biased admission needs its look after B to see the lock biased,
+ *      and the lock becomes biased again only by M1. So a writer that finds the lock
+ *      unbiased (M2) needs nothing but lk->rw.
  *
- * ORDERING. Labels are used in klock/rmlock.h (inline fast path) and here.
- *   B/D  asymmetric pair (biased lock): reader stores its slot, B = kli_fence_light() (a
- *        compiler barrier when membarrier is registered, else a seq_cst fence), loads
- *        state; revoking writer sets WRITER, D = kli_fence_heavy() (membarrier, or a seq_cst
- *        fence), loads the slots. Store-buffering: at least one side sees the other's store.
- *   B'/D' pair (unbiased lock): reader stores its slot, sees UNBIASED, B' = seq_cst
- *        fence, loads state again (that load decides); writer: D' = its claim CAS made
- *        seq_cst (a hand-off, which has no CAS, issues a seq_cst fence instead), then the
- *        scan's seq_cst loads of the slots. C11 (fence/seq_cst-operation rules): B' and the
- *        CAS are ordered in S. If the CAS comes first, the reader's load after B' sees
- *        WRITER (or later); if B' comes first, the scan's seq_cst loads, which follow the
- *        CAS in S, see the slot. No fence instruction on the writer: on x86 the CAS is a
- *        locked instruction and seq_cst loads are plain MOVs (an mfence less per write,
- *        uncontended write pair 23.9 -> see docs/design-readmostly.md); on aarch64 LDAR
- *        after the CAS's release store is ordered (RCsc). I6 makes D' enough.
- *   C/F  asymmetric pair: reader clears its slot (E), C = light fence, loads state for
- *        WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the slot before
- *        sleeping. So a sleeping writer is always woken by the reader it waits for. F stays
- *        the membarrier in both modes (readers' unlock does not know the mode; sleeping is
- *        the slow path anyway).
- *   E    release store ending a read section; pairs with the acquire loads of the scan, so
- *        the write section happens after every read section it waited for.
- *   G    release of the write hold (state store / CAS); pairs with the readers' acquire
- *        loads of state and the next writer's acquire CAS: readers see the writer's data,
- *        and a re-arming reader sees the rearm_at/unbiased_at its writer stored.
- *   O    overflow holds: seq_cst RMWs on lk->ovf followed by a seq_cst fence (a full
- *        barrier on the reader side too, so B/D and B'/D' hold whatever the mode).
- *   K    hand-off: the unlocking writer publishes an admitted reader's hold (or passes
- *        WRITER to a writer) under the bucket lock before park.c's K1 release; the wakee
- *        reads it after K2.
- *   The re-arm CAS (UNBIASED -> 0) needs no ordering: a writer that then finds the lock
- *   biased revokes (D), which covers readers on either path.
+ * ORDERING. Labels are used in klock/rmlock.h (inline fast path) and here; the mode
+ * switch is M1-M3.
+ *   B/D  asymmetric pair: reader stores its slot, B = kli_fence_light() (a compiler
+ *        barrier when membarrier is registered, else a seq_cst fence), loads state;
+ *        revoking writer M3, D = kli_fence_heavy() (membarrier, or a seq_cst fence), loads
+ *        the slots. Store-buffering: at least one side sees the other's store.
+ *   M1   the re-arm (unbiased -> biased): a release CAS made inside a read section of
+ *        lk->rw; the biased readers' acquire loads of state pair with it. A biased reader
+ *        synchronises with no writer directly (writers release lk->rw, not state): the
+ *        re-arm is ordered after the last write section by lk->rw, and the reader after
+ *        the re-arm by M1.
+ *   M2   the writer's relaxed load of state after taking lk->rw exclusive. The re-arm's
+ *        read section either ends before this write section (lk->rw's release/acquire:
+ *        M1 happens-before M2, which then reads it or a later value, and the writer
+ *        revokes) or begins after it (no biased reader can have been admitted by that
+ *        re-arm yet). So no writer skips a revocation that biased readers need.
+ *   M3   the revocation (biased -> unbiased): a seq_cst exchange setting WRITER |
+ *        UNBIASED, then D. Readers that see it go to lk->rw and wait behind the writer;
+ *        readers that miss it are seen by the scan (B/D).
+ *   C/F  asymmetric pair: reader clears (or retags) its slot (E), C = light fence, loads
+ *        state for WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the
+ *        slot before sleeping. The inline path's plain undo of a publish has no C: the
+ *        out-of-line read that follows runs C before it can wait behind lk->rw.
+ *   E    release store ending a biased read section; pairs with the acquire loads of the
+ *        drain, so the write section happens after every read section it waited for.
+ *   Unbiased reads and all writes are ordered by lk->rw's own labels (R1/R2, W1/W2, ...).
  *
- * FAIRNESS. Writer preference: a writer's bit turns new readers away, so readers cannot
- * starve writers. With KL_RM_SLEEPABLE, blocked readers and writers queue FIFO on the lock
- * (parking lot); write_unlock admits the readers at the head of the queue on their behalf
- * and passes the lock directly to the first writer behind them (Linux percpu-rwsem's wake
- * function), so neither side starves. Without it, waiters spin (capped backoff, then
- * sched_yield) and a stream of writers can starve spinning readers.
+ * FAIRNESS. kl_rwlock's: writer preference (new readers defer to a waiting writer) with a
+ * time-bounded hand-off to the sleeping readers, so neither side starves; writers among
+ * themselves are not FIFO. A revocation turns new readers away to lk->rw, where they wait
+ * behind the revoking writer. KL_RM_SLEEPABLE makes the revoking writer sleep (C/F)
+ * instead of spinning and yielding while a biased reader stays inside; every other wait is
+ * kl_rwlock's spin-then-sleep with or without the flag.
  *
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
- * line and the lock's read-mostly state line. Unbiased: plus one full fence and a second
- * load, inline; every RM_REARM_READS-th goes out of line to read the clock. Revoking
- * write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14
- * words per thread record ever created, a second pass when readers were found, two clock
- * reads. Write on an unbiased lock: the seq_cst claim CAS and the scan, no fence
- * instruction (like ck_brlock's writer).
- * Policy state adds 40 bytes to the lock, written only at revocations and re-arms.
+ * line and the lock's read-mostly state line. Unbiased: the inline slot push and tag plus
+ * kl_rwlock's inline read (one CAS, or its biased slot); every RM_REARM_READS-th, and
+ * every one of a KL_RM_RECURSE lock, goes out of line. Write on an unbiased lock:
+ * kl_rwlock's write pair plus a load of state and the write count. Revoking write: one
+ * membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14 words per
+ * thread record ever created, a second pass when readers were found, two clock reads.
+ * The lock is 112 bytes on LP64 (it was 80: the embedded kl_rwlock adds 40; the shared
+ * overflow word and the owner word are gone, the kl_rwlock's word names the writer). Its
+ * first 64 bytes are what biased readers read; the write count sits by the kl_rwlock.
  *
- * LIMITS. Depth beyond KL_RM_SLOTS uses the shared overflow word (RMW + fence per read)
+ * LIMITS. Depth beyond KL_RM_SLOTS uses holds of lk->rw noted in the thread's rm_ovf list,
  * and cannot be admitted as a KL_RM_RECURSE re-entry. Not async-signal-safe. A thread that
- * exits holding a read lock has the hold dropped (debug builds report it): slot holds from
- * its slots, overflow holds from the list its record keeps of them (kli_thread.rm_ovf,
- * noted in rm_push(), forgotten in rm_unpublish()); one taken when no memory was left to
- * note it stays. Records of all
- * threads ever seen are scanned: a process that churned through thousands of threads
- * keeps a longer scan (records are recycled, so the count tracks peak concurrency). The
- * bound on revocation time is in wall time, not per reader: a revocation that waited for
- * a long read section measures that wait and stays unbiased N times longer (capped).
- * Binaries compiled against the pre-bias inline fast path (which ignored UNBIASED) must be
- * rebuilt: the inline path is part of the ABI.
+ * exits holding a read lock has the hold dropped (debug builds report it): its slots and
+ * its rm_ovf entries; one taken when no memory was left to note it stays. Records of all
+ * threads ever seen are scanned by a revocation. The bound on revocation time is in wall
+ * time, not per reader: a revocation that waited for a long read section measures that
+ * wait and stays unbiased N times longer (capped). The instruments see lk->rw as a
+ * kl_rwlock of its own (at lk + offsetof(rw), never lk itself): with lockstat, waits
+ * behind the kl_rwlock are counted on that address. Binaries compiled against an earlier
+ * inline fast path must be rebuilt: the inline path and the struct are part of the ABI.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -154,31 +143,29 @@
 #include <klock/rmlock.h>
 #include "fence_impl.h"
 #include "hooks.h"
-#include "park.h"
+#include "rwlock_impl.h"
 #include "spin.h"
 #include "thread.h"
 
-#define RM_S_QUEUED 0x4u
 #define RM_S_POISON 0x6b6b6b01u
 #define RM_FLAGS_VALID (KL_RM_RECURSE | KL_RM_SLEEPABLE)
+/* Slot tags (locks are at least 8-byte aligned, so the low bits are free). A slot equal
+ * to the lock's address is a biased hold; with RM_TAG_RW it is a hold of the lock's
+ * kl_rwlock of its own; with RM_TAG_RWR (KL_RM_RECURSE locks) the thread's RWR entries
+ * of one lock share a single kl_rwlock hold, taken by the first, released by the last. */
+#define RM_TAG_RW ((uintptr_t)KL_RM_TAG_RW)
+#define RM_TAG_RWR ((uintptr_t)0x2u)
+#define RM_TAGS (RM_TAG_RW | RM_TAG_RWR)
+_Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the alignment");
 
-/* Spin budget before a waiter yields (spinning mode) or sleeps (KL_RM_SLEEPABLE): longer
- * than a typical read section, shorter than a sleep/wake round trip (~5-10 us). */
+/* Spin budget before a revoking writer yields (spinning mode) or sleeps
+ * (KL_RM_SLEEPABLE) waiting for a biased reader: longer than a typical read section,
+ * shorter than a sleep/wake round trip (~5-10 us). */
 #define RM_SPIN_NS 20000u
-/* Sleepable waiters spin this long before parking: about two wake-ups' cost. A parked
- * reader is admitted by the next write_unlock, and the writer after that must wait for
- * it to be scheduled; with 4 us the sleepable lock fell 10-100x behind the spinning one
- * at 0.1-50% writes on a 2-CPU host, with 10 us 1-10x (docs/design-readmostly.md). */
-#define RM_SLEEP_SPIN_NS 10000u
-/* lk->wait_for value: the sleeping writer waits for lk->ovf to reach 0. */
-#define RM_WAIT_OVF ((uintptr_t)1)
-/* Park tokens handed by write_unlock. */
-#define RM_TOKEN_HANDOFF 1u  /* a writer: you own KL_RM_S_WRITER now */
-#define RM_TOKEN_ADMIT 2u    /* a reader: a read hold was published on your behalf */
 /* kl_rm_tracker.magic while it describes a live hold ("rmtr"). */
 #define RM_TRACKER_MAGIC 0x726d7472u
-/* Fenced (unbiased) reads a thread makes between two looks at the re-arm clock: a clock
- * read costs about two fenced reads, so this keeps it under 2% of an unbiased read. */
+/* Unbiased reads a thread makes between two looks at the re-arm clock: a clock read
+ * costs about two unbiased reads, so this keeps it under 2% of an unbiased read. */
 #define RM_REARM_READS 64u
 /* Longest inhibit window: a revocation stretched by a preemption must not keep the lock
  * unbiased for seconds (100 ms is 10^4 membarriers on a quiet host). */
@@ -205,62 +192,45 @@ static void rm_compact(struct kl_rm_reader *r)
 		r->depth--;
 }
 
-/* Topmost slot of @r holding @lk, or 0. */
+/* Topmost slot of @r holding @lk in any form (biased or tagged), or 0. */
 static uint32_t rm_find(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
 {
 	for (uint32_t i = r->depth; i > 0; i--)
-		if (atomic_load_explicit(&r->slot[i], memory_order_relaxed) == (uintptr_t)lk)
+		if ((atomic_load_explicit(&r->slot[i], memory_order_relaxed) & ~RM_TAGS) ==
+		    (uintptr_t)lk)
 			return i;
 	return 0;
 }
 
-/* A writer's look at another thread's record: the topmost slot holding @lk, or 0. Every
- * slot, not just those up to the owner's depth (depth is the owner's private word, and a
- * depth-bounded scan, tried, made the writer-against-writer case slower: with the scan
- * shorter, a waiting writer took the lock over on every release - 0.67x the 100%-write
- * throughput). seq_cst loads: the writer's half of B'/D' (plain MOVs on x86). */
+/* Topmost slot of @r equal to @v exactly, or 0. */
+static uint32_t rm_find_exact(const struct kl_rm_reader *r, uintptr_t v)
+{
+	for (uint32_t i = r->depth; i > 0; i--)
+		if (atomic_load_explicit(&r->slot[i], memory_order_relaxed) == v)
+			return i;
+	return 0;
+}
+
+/* A writer's look at another thread's record: the topmost slot holding @lk biased, or 0
+ * (tagged slots name kl_rwlock holds, which the writer's kl_rwlock excluded). Every
+ * slot, not just those up to the owner's depth (depth is the owner's private word).
+ * seq_cst loads: with the revocation's D they are the store-buffering pair B/D. */
 static uint32_t rm_held(const struct kl_rm_reader *r, const struct kl_rmlock *lk)
 {
 	for (uint32_t i = KL_RM_SLOTS; i > 0; i--)
 		if (atomic_load_explicit(&r->slot[i], memory_order_seq_cst) ==
-		    (uintptr_t)lk) /* E; D': pairs with B' */
+		    (uintptr_t)lk) /* E; D */
 			return i;
 	return 0;
 }
 
-/* True when @r holds @lk in a slot below @idx (an outer hold; @idx 0: none). */
-static bool rm_holds_below(const struct kl_rm_reader *r, const struct kl_rmlock *lk,
-			   uint32_t idx)
-{
-	while (idx-- > 1)
-		if (atomic_load_explicit(&r->slot[idx], memory_order_relaxed) == (uintptr_t)lk)
-			return true;
-	return false;
-}
-
-/* True if some record or the overflow count holds @lk now (one pass, no waiting). The
- * loads are seq_cst: with the claim's seq_cst CAS they are the writer's half of B'/D'
- * (a plain MOV on x86, LDAR on aarch64). */
+/* True if some record holds @lk biased now (one pass, no waiting). */
 static bool rm_any_reader(const struct kl_rmlock *lk)
 {
 	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
 		if (rm_held(&t->rm, lk) != 0)
 			return true;
-	return atomic_load_explicit(&lk->ovf, memory_order_seq_cst) != 0; /* E; D'/O */
-}
-
-/* The reader's look at the state once its hold is published (B or O before it). On an
- * unbiased lock writers skip the membarrier, so the compiler barrier B is not enough:
- * add B', a full fence, and look again; that look decides. */
-static inline uint32_t rm_read_state(const struct kl_rmlock *lk)
-{
-	uint32_t s = atomic_load_explicit(&lk->state, memory_order_acquire); /* G */
-
-	if ((s & KL_RM_S_UNBIASED) && kli_fence_asym) {
-		atomic_thread_fence(memory_order_seq_cst); /* B': pairs with D' in rm_rendezvous() */
-		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* G */
-	}
-	return s;
+	return false;
 }
 
 /* The inhibit multiple: KL_RM_INHIBIT_MULT, or KLOCK_RM_INHIBIT (read once; 0 allowed:
@@ -292,14 +262,13 @@ static uint64_t rm_window(const struct kl_rmlock *lk)
 	return win < RM_INHIBIT_MAX_NS ? win : RM_INHIBIT_MAX_NS;
 }
 
-/* An unbiased lock with no writer: every RM_REARM_READS-th fenced read of this thread
- * looks at the clock. Once the inhibit window has passed, it re-arms the bias if no write
- * came since the last look; if writes did come, it opens a new window instead (so a lock
- * written every few windows or more often stays unbiased and pays no revocation at all:
- * FreeBSD's tokens kept between writes, as a time rule). The CAS fails harmlessly when a
- * writer or another reader got there first; racing window updates only shift the window.
- * Without membarrier the lock stays unbiased for ever: there is no cheaper read path to
- * return to. */
+/* The caller holds @lk's kl_rwlock shared, so no writer is inside: every RM_REARM_READS-th
+ * unbiased read of this thread looks at the clock. Once the inhibit window has passed, it
+ * re-arms the bias if no write came since the last look; if writes did come, it opens a
+ * new window instead (so a lock written every few windows or more often stays unbiased
+ * and pays no revocation at all). The CAS fails harmlessly when another reader got there
+ * first; racing window updates only shift the window. Without membarrier the lock stays
+ * unbiased for ever: there is no cheaper read path to return to. */
 static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 {
 	uint32_t s = KL_RM_S_UNBIASED, wr;
@@ -321,7 +290,10 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 		atomic_store_explicit(&lk->rearm_at, now + rm_window(lk), memory_order_relaxed);
 		return;
 	}
-	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_relaxed,
+	/* M1: release, inside our kl_rwlock read section; pairs with the biased readers'
+	 * acquire loads of state (they see the last writer's data through it), and is seen
+	 * by every later writer's M2 through the kl_rwlock. */
+	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_release,
 						    memory_order_relaxed)) {
 		uint64_t stretch =
 			now - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed);
@@ -331,7 +303,7 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 	}
 }
 
-/* Wakes the writer sleeping for @who (a reader record, or RM_WAIT_OVF). */
+/* Wakes the writer sleeping for the reader record @who. */
 static void rm_wake_writer(struct kl_rmlock *lk, uintptr_t who)
 {
 	if (atomic_load_explicit(&lk->wait_for, memory_order_relaxed) == who) {
@@ -340,98 +312,101 @@ static void rm_wake_writer(struct kl_rmlock *lk, uintptr_t who)
 	}
 }
 
-/* Records a hold of @lk in @r: a slot if one is free, else the overflow count. Used by
- * the thread itself and, while it is parked, by the writer admitting it (K). Returns the
- * slot, or 0 for an overflow hold. No fence: callers add the one they need. */
-static uint32_t rm_push(struct kl_rm_reader *r, struct kl_rmlock *lk)
+/* Pushes @v (a lock, maybe tagged) on @r's stack; the slot, or 0 when the stack is full.
+ * No fence: callers add the one they need. */
+static uint32_t rm_push(struct kl_rm_reader *r, uintptr_t v)
 {
 	uint32_t d;
 
 	rm_compact(r);
 	d = r->depth;
-	if (kl_likely(d < KL_RM_SLOTS)) {
-		r->depth = d + 1;
-		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
-		return d + 1;
-	}
-	atomic_fetch_add_explicit(&lk->ovf, 1, memory_order_seq_cst); /* O */
-	kli_thread_ovf_push(kli_thread_of_rm(r), (uintptr_t)lk); /* for rm_thread_exit() */
-	return 0;
+	if (kl_unlikely(d >= KL_RM_SLOTS))
+		return 0;
+	r->depth = d + 1;
+	atomic_store_explicit(&r->slot[d + 1], v, memory_order_relaxed);
+	return d + 1;
 }
 
-/* Publishes a hold and orders it before the caller's load of lk->state (B or O). */
-static uint32_t rm_publish(struct kl_rm_reader *r, struct kl_rmlock *lk)
-{
-	uint32_t idx = rm_push(r, lk);
-
-	if (kl_likely(idx != 0))
-		kli_fence_light(); /* B: light half, pairs with D in rm_rendezvous() */
-	else
-		atomic_thread_fence(memory_order_seq_cst); /* O: full barrier after the RMW */
-	return idx;
-}
-
-/* Drops the hold in slot @idx (0: an overflow hold) and wakes a writer sleeping on it. */
+/* Clears slot @idx of @r, a biased hold of @lk, and wakes a writer sleeping on it. */
 static void rm_unpublish(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t idx)
 {
-	if (kl_likely(idx != 0)) {
-		atomic_store_explicit(&r->slot[idx], 0, memory_order_release); /* E */
-		rm_compact(r);
-		kli_fence_light(); /* C: light half, pairs with F in rm_wait_slot() */
-		if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP)
-			rm_wake_writer(lk, (uintptr_t)r);
-		return;
-	}
-	kli_thread_ovf_drop(kli_thread_of_rm(r), (uintptr_t)lk);
-	/* E + O: the RMW is a release and a full barrier. */
-	if (atomic_fetch_sub_explicit(&lk->ovf, 1, memory_order_seq_cst) == 1 &&
-	    (atomic_load_explicit(&lk->state, memory_order_seq_cst) & KL_RM_S_WSLEEP))
-		rm_wake_writer(lk, RM_WAIT_OVF);
+	atomic_store_explicit(&r->slot[idx], 0, memory_order_release); /* E */
+	rm_compact(r);
+	kli_fence_light(); /* C: light half, pairs with F in rm_wait_slot() */
+	if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP)
+		rm_wake_writer(lk, (uintptr_t)r);
 }
 
-/* A thread exits: drop whatever it still read-holds, in its slots and in locks' overflow
- * counts (a leak the debug build reports), so writers do not wait for it for ever, and
- * forget its record in the TLS pointer. */
-static void rm_thread_exit(struct kli_thread *t)
+/* Drops one hold of @lk that @r's thread has: the one in slot @idx (0: a kl_rwlock hold
+ * past the slots, noted in the thread's rm_ovf list). A tagged RWR slot releases the
+ * kl_rwlock only when it was the thread's last RWR slot of @lk. */
+static void rm_release(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t idx)
+{
+	uintptr_t v;
+
+	if (idx == 0) {
+		kli_thread_ovf_drop(kli_thread_of_rm(r), (uintptr_t)lk);
+		kl_rwlock_read_unlock(&lk->rw);
+		return;
+	}
+	v = atomic_load_explicit(&r->slot[idx], memory_order_relaxed);
+	if (v == (uintptr_t)lk) {
+		rm_unpublish(lk, r, idx);
+		return;
+	}
+	atomic_store_explicit(&r->slot[idx], 0, memory_order_relaxed);
+	rm_compact(r);
+	if ((v & RM_TAG_RWR) && rm_find_exact(r, (uintptr_t)lk | RM_TAG_RWR) != 0)
+		return; /* another RWR slot of ours shares the kl_rwlock hold */
+	kl_rwlock_read_unlock(&lk->rw);
+}
+
+/* Drops every hold in @t's record (slots and past them). */
+static void rm_release_all(struct kli_thread *t, bool report)
 {
 	struct kl_rm_reader *r = &t->rm;
 	uintptr_t ovf;
 
-	for (uint32_t i = r->depth; i > 0; i--) {
-		struct kl_rmlock *lk = (struct kl_rmlock *)atomic_load_explicit(
-			&r->slot[i], memory_order_relaxed);
+	(void)report;
+	for (uint32_t i = KL_RM_SLOTS; i > 0; i--) {
+		uintptr_t v = atomic_load_explicit(&r->slot[i], memory_order_relaxed);
 
-		if (lk == NULL)
+		if (v == 0)
 			continue;
 #if KLOCK_DEBUG_LOCKS
-		kli_report("thread exit with a read lock held", "rmlock", lk, NULL,
-			   "the hold is dropped");
+		if (report)
+			kli_report("thread exit with a read lock held", "rmlock",
+				   (void *)(v & ~RM_TAGS), NULL, "the hold is dropped");
 #endif
-		rm_unpublish(lk, r, i);
+		rm_release((struct kl_rmlock *)(v & ~RM_TAGS), r, i);
 	}
-	while ((ovf = kli_thread_ovf_any(t)) != 0) { /* rm_unpublish() forgets it */
+	while ((ovf = kli_thread_ovf_any(t)) != 0) { /* rm_release() forgets it */
 #if KLOCK_DEBUG_LOCKS
-		kli_report("thread exit with a read lock held", "rmlock", (void *)ovf, NULL,
-			   "the hold is dropped");
+		if (report)
+			kli_report("thread exit with a read lock held", "rmlock", (void *)ovf,
+				   NULL, "the hold is dropped");
 #endif
-		rm_unpublish((struct kl_rmlock *)ovf, r, 0);
+		rm_release((struct kl_rmlock *)ovf, r, 0);
 	}
 	r->depth = 0;
+}
+
+/* A thread exits: drop whatever it still read-holds (a leak the debug build reports), so
+ * writers do not wait for it for ever, and forget its record in the TLS pointer. */
+static void rm_thread_exit(struct kli_thread *t)
+{
+	rm_release_all(t, true);
 	kl_rm_self = &rm_full;
 }
 
-/* fork() child: only the calling thread exists; other records' holds are meaningless. */
+/* fork() child: only the calling thread exists; other records' holds are dropped. */
 static void rm_atfork_child(void)
 {
 	struct kli_thread *self = kli_tls_self;
 
-	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		if (t == self)
-			continue;
-		for (uint32_t i = 0; i <= KL_RM_SLOTS; i++)
-			atomic_store_explicit(&t->rm.slot[i], 0, memory_order_relaxed);
-		t->rm.depth = 0;
-	}
+	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
+		if (t != self)
+			rm_release_all(t, false);
 }
 
 static void rm_global_init(void)
@@ -469,7 +444,7 @@ static bool rm_check_read(struct kl_rmlock *lk, struct kli_thread *self, const v
 {
 	if (!rm_check_alive(lk, site))
 		return false;
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == self->owner)
+	if (kl_rwlock_wowned(&lk->rw))
 		kli_report("read lock of a lock this thread write-holds (deadlock)", "rmlock", lk,
 			   site, NULL);
 	if (!(lk->flags & KL_RM_RECURSE) && rm_find(&self->rm, lk) != 0)
@@ -505,11 +480,13 @@ static bool rm_check_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *tr,
 	return true;
 }
 
-static bool rm_check_write(struct kl_rmlock *lk, struct kli_thread *self, const void *site)
+static bool rm_check_write(struct kl_rmlock *lk, const void *site)
 {
+	struct kli_thread *self = kli_self();
+
 	if (!rm_check_alive(lk, site))
 		return false;
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) == self->owner)
+	if (kl_rwlock_wowned(&lk->rw))
 		kli_report("recursive write lock (deadlock)", "rmlock", lk, site, NULL);
 	if (rm_find(&self->rm, lk) != 0)
 		kli_report("write lock of a lock this thread read-holds (deadlock)", "rmlock", lk,
@@ -531,10 +508,9 @@ static inline bool rm_check_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *t
 	return true;
 }
 
-static inline bool rm_check_write(struct kl_rmlock *lk, struct kli_thread *self,
-				  const void *site)
+static inline bool rm_check_write(struct kl_rmlock *lk, const void *site)
 {
-	(void)lk, (void)self, (void)site;
+	(void)lk, (void)site;
 	return true;
 }
 #endif
@@ -551,23 +527,22 @@ int kl_rmlock_init(struct kl_rmlock *lk, unsigned flags)
 	return 0;
 }
 
-
 int kl_rmlock_destroy(struct kl_rmlock *lk)
 {
 	uint32_t s = atomic_load_explicit(&lk->state, memory_order_acquire);
+	const char *why = NULL;
 
-	if (s == RM_S_POISON || (s & (KL_RM_S_WRITER | RM_S_QUEUED))) {
+	if (s == RM_S_POISON)
+		why = "destroy of a destroyed lock";
+	else if ((s & KL_RM_S_WRITER) || kli_rwlock_held(&lk->rw) == KLI_RW_WRITER)
+		why = "destroy of a write-held lock";
+	else if (rm_any_reader(lk) || kli_rwlock_held(&lk->rw) != KLI_RW_FREE)
+		why = "destroy of a read-held lock";
+	else if (kl_rwlock_destroy(&lk->rw) != 0)
+		why = "destroy of a lock with waiters";
+	if (why != NULL) {
 #if KLOCK_DEBUG_LOCKS
-		kli_report(s == RM_S_POISON ? "destroy of a destroyed lock"
-					    : "destroy of a write-held lock",
-			   "rmlock", lk, KLI_SITE(), NULL);
-#endif
-		return EBUSY;
-	}
-	if (rm_any_reader(lk)) {
-#if KLOCK_DEBUG_LOCKS
-		kli_report("destroy of a read-held lock", "rmlock", lk,
-			   KLI_SITE(), NULL);
+		kli_report(why, "rmlock", lk, KLI_SITE(), NULL);
 #endif
 		return EBUSY;
 	}
@@ -578,70 +553,6 @@ int kl_rmlock_destroy(struct kl_rmlock *lk)
 
 /* ---- readers -------------------------------------------------------------------------- */
 
-/* Under the bucket lock: park only while a writer owns the lock, and mark the queue (I5).
- * The mark must be a CAS that requires the writer bit: write_unlock's fast CAS
- * (WRITER -> 0) runs outside the bucket lock, and a blind fetch_or after it would leave
- * QUEUED without a writer (no writer could ever get in again). */
-static bool rm_park_validate(void *arg)
-{
-	struct kl_rmlock *lk = arg;
-	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed);
-
-	while ((s & KL_RM_S_WRITER) && s != RM_S_POISON) {
-		if ((s & RM_S_QUEUED) ||
-		    atomic_compare_exchange_weak_explicit(&lk->state, &s, s | RM_S_QUEUED,
-							  memory_order_relaxed,
-							  memory_order_relaxed))
-			return true;
-	}
-	return false;
-}
-
-/* Parks the caller as a @role on @lk's FIFO; returns the token (0: not queued). */
-static uintptr_t rm_park(struct kl_rmlock *lk, struct kli_thread *self, uint8_t role,
-			 struct kli_wait *w)
-{
-	struct kli_park_req req = { .key = lk, .validate = rm_park_validate, .arg = lk };
-	uintptr_t token = 0;
-
-	self->rdm_role = role;
-	kli_wait_sleep(w);
-	if (kli_park(&req, &token) != KLI_PARK_UNPARKED)
-		token = 0;
-	self->rdm_role = KLI_RDM_NONE;
-	return token;
-}
-
-/* Spins with capped backoff until (state & @mask) == 0. @forever: yield after each
- * budget and keep going (spinning mode); else give up after one budget (pre-sleep spin).
- * Returns true once clear. */
-static bool rm_spin_until_clear(struct kl_rmlock *lk, uint32_t mask, bool forever)
-{
-	struct kli_spin sp;
-
-	for (;;) {
-		kli_spin_start(&sp, forever ? RM_SPIN_NS : RM_SLEEP_SPIN_NS);
-		do {
-			if (!(atomic_load_explicit(&lk->state, memory_order_relaxed) & mask))
-				return true;
-		} while (kli_spin_backoff(&sp));
-		if (!forever)
-			return false;
-		kli_yield();
-	}
-}
-
-/* Waits for the writer to go. Returns true if the unlocking writer admitted us (K). */
-static bool rm_wait_writer(struct kl_rmlock *lk, struct kli_thread *self, struct kli_wait *w)
-{
-	bool sleepable = lk->flags & KL_RM_SLEEPABLE;
-
-	kli_wait_spin(w);
-	if (rm_spin_until_clear(lk, KL_RM_S_WRITER, !sleepable))
-		return false;
-	return rm_park(lk, self, KLI_RDM_READER, w) == RM_TOKEN_ADMIT;
-}
-
 static void rm_tracker_set(struct kl_rm_tracker *tr, struct kl_rmlock *lk,
 			   struct kli_thread *self, uint32_t idx)
 {
@@ -651,50 +562,123 @@ static void rm_tracker_set(struct kl_rm_tracker *tr, struct kl_rmlock *lk,
 	tr->idx = idx;
 }
 
+/* KL_RM_RECURSE: the thread already holds @lk; add a hold that needs no admission, so a
+ * waiting writer cannot block it (I4). Below a biased hold: a biased hold (a revoking
+ * writer still waits for the outer one, and its scan passes again until it finds none);
+ * below an RWR slot: another RWR slot sharing that kl_rwlock hold. *@idx: the slot. False
+ * when the thread holds @lk in no slot, or the stack is full. */
+static bool rm_read_reenter(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t *idx)
+{
+	uint32_t i = rm_find(r, lk);
+	uintptr_t v;
+
+	if (i == 0)
+		return false;
+	v = atomic_load_explicit(&r->slot[i], memory_order_relaxed);
+	if (v != (uintptr_t)lk && !(v & RM_TAG_RWR))
+		return false;
+	*idx = rm_push(r, v);
+	return *idx != 0;
+}
+
+/* A biased read: publish, B, look (the inline path's steps). True if admitted. */
+static bool rm_read_biased(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t *idx)
+{
+	if (!kli_fence_asym ||
+	    (atomic_load_explicit(&lk->state, memory_order_relaxed) &
+	     (KL_RM_S_WRITER | KL_RM_S_UNBIASED)))
+		return false;
+	*idx = rm_push(r, (uintptr_t)lk);
+	if (*idx == 0)
+		return false;
+	kli_fence_light(); /* B: light half, pairs with D in rm_revoke() */
+	/* M1: acquire, pairs with the re-arming reader's release */
+	if (kl_likely(!(atomic_load_explicit(&lk->state, memory_order_acquire) &
+			(KL_RM_S_WRITER | KL_RM_S_UNBIASED))))
+		return true;
+	rm_unpublish(lk, r, *idx);
+	return false;
+}
+
+/* An unbiased read: a kl_rwlock read hold, noted in a tagged slot (past the slots, in the
+ * thread's rm_ovf list). False only for a failed @try. Holding it, look at the re-arm
+ * clock (M1). */
+static bool rm_read_rw(struct kl_rmlock *lk, struct kli_thread *self, bool try,
+		       uint32_t *idx)
+{
+	uintptr_t tag = (lk->flags & KL_RM_RECURSE) ? RM_TAG_RWR : RM_TAG_RW;
+
+	/* C: the inline path's undo of a biased publish (a plain store) may have come after
+	 * a revoking writer saw the slot and went to sleep on it: wake it before we wait
+	 * behind its kl_rwlock. */
+	kli_fence_light();
+	if (kl_unlikely(atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP))
+		rm_wake_writer(lk, (uintptr_t)&self->rm);
+	if (kl_unlikely(kl_rwlock_wowned(&lk->rw))) { /* misuse: we write-hold it */
+		if (!try)
+			kl_rwlock_read_lock(&lk->rw); /* reports it in every build, returns */
+		return false;
+	}
+	if (try) {
+		if (!kl_rwlock_read_trylock(&lk->rw))
+			return false;
+	} else {
+		kl_rwlock_read_lock(&lk->rw);
+	}
+	*idx = rm_push(&self->rm, (uintptr_t)lk | tag);
+	if (*idx == 0)
+		(void)kli_thread_ovf_push(self, (uintptr_t)lk); /* for rm_thread_exit() */
+	if (atomic_load_explicit(&lk->state, memory_order_relaxed) == KL_RM_S_UNBIASED)
+		rm_maybe_rearm(lk, &self->rm);
+	return true;
+}
+
 /* Takes a read hold (the whole protocol, out of line). @try: give up instead of waiting. */
 static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker *tr, bool try,
 				     const void *site)
 {
 	struct kli_thread *self = rm_attach();
 	struct kl_rm_reader *r = &self->rm;
-	struct kli_wait w;
-	bool waited = false;
-	uint32_t idx, s = 0;
+	uint32_t idx = 0;
 
 	if (!rm_check_read(lk, self, site))
 		return false;
-	for (;;) {
-		idx = rm_publish(r, lk);
-		s = rm_read_state(lk);
-		if (kl_likely(!(s & KL_RM_S_WRITER)))
-			break;
-		/* I4: re-entry while the writer still waits for our outer hold. */
-		if ((lk->flags & KL_RM_RECURSE) && rm_holds_below(r, lk, idx))
-			break;
-		rm_unpublish(lk, r, idx);
-		if (try)
-			return false;
-		if (!waited) {
-			kli_wait_begin(&w);
-			waited = true;
-		}
-		if (rm_wait_writer(lk, self, &w)) {
-			idx = rm_find(r, lk); /* admitted on our behalf; 0 if in lk->ovf */
-			s = 0;
-			break;
-		}
-	}
-	if (s == KL_RM_S_UNBIASED)
-		rm_maybe_rearm(lk, r);
-	if (waited)
-		kli_wait_end(&w, lk, KLI_KIND_RMLOCK, KLI_HF_READ, site);
+	if (!((lk->flags & KL_RM_RECURSE) && rm_read_reenter(lk, r, &idx)) &&
+	    !rm_read_biased(lk, r, &idx) && !rm_read_rw(lk, self, try, &idx))
+		return false;
 	rm_tracker_set(tr, lk, self, idx);
 	return true;
 }
 
+/* klock/rmlock.h's inline read lock pushed @lk on the caller's stack (the top slot, plain)
+ * and then found the state UNBIASED alone, and its own copy of the common case below
+ * (kl_rmlock_read_unbiased_inline) did not apply. The common case: retag the slot (E), C and a
+ * look for a revoking writer that may have gone to sleep on it while it named the lock
+ * (one that began after our look, once a re-arm made the lock biased again), then
+ * kl_rwlock's inline read. Else undo and take the whole out-of-line path. */
+void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+{
+	struct kl_rm_reader *r = kl_rm_self;
+	uint32_t d = r->depth;
+
+	if (kl_likely(r->unbiased_left != 0 && !(lk->flags & KL_RM_RECURSE))) {
+		atomic_store_explicit(&r->slot[d], (uintptr_t)lk | RM_TAG_RW,
+				      memory_order_release); /* E */
+		kli_fence_light(); /* C: pairs with F in rm_wait_slot() */
+		if (kl_unlikely(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+				KL_RM_S_WSLEEP))
+			rm_wake_writer(lk, (uintptr_t)r);
+		r->unbiased_left--;
+		kl_rwlock_read_lock(&lk->rw);
+		return;
+	}
+	atomic_store_explicit(&r->slot[d], 0, memory_order_relaxed);
+	r->depth = d - 1;
+	(kl_rmlock_read_lock)(lk, tr);
+}
+
 void (kl_rmlock_read_lock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
-
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
 	rm_read_slow(lk, tr, false, KLI_SITE());
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
@@ -721,62 +705,20 @@ void (kl_rmlock_read_unlock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 		return;
 	idx = rm_find(r, lk);
 #if KLOCK_DEBUG_LOCKS
-	if (idx == 0 && atomic_load_explicit(&lk->ovf, memory_order_relaxed) == 0) {
+	if (idx == 0 && kli_rwlock_held(&lk->rw) != KLI_RW_READERS) {
 		kli_report("read unlock of a lock not read-held", "rmlock", lk, KLI_SITE(), NULL);
 		return;
 	}
 	tr->magic = 0;
 #endif
 	kli_hook_release(lk, KLI_KIND_RMLOCK, KLI_HF_READ, KLI_SITE());
-	rm_unpublish(lk, r, idx);
+	rm_release(lk, r, idx);
 	kli_hook_released(lk, KLI_KIND_RMLOCK, KLI_HF_READ);
 }
 
 /* ---- writers -------------------------------------------------------------------------- */
 
-/* Claims the writer bit if the lock is free (state 0, or KL_RM_S_UNBIASED alone), and
- * leaves the lock unbiased: the write that follows keeps readers on the fenced path.
- * *@was_unbiased: the bias was already off, so no revocation is due. */
-static inline bool rm_claim(struct kl_rmlock *lk, bool *was_unbiased)
-{
-	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_UNBIASED;
-
-	do {
-		/* G, and D': the seq_cst CAS is the writer's half of B'/D' */
-		if (atomic_compare_exchange_strong_explicit(&lk->state, &s,
-							    KL_RM_S_WRITER | KL_RM_S_UNBIASED,
-							    memory_order_seq_cst,
-							    memory_order_relaxed)) {
-			*was_unbiased = s != 0;
-			return true;
-		}
-	} while ((s & ~KL_RM_S_UNBIASED) == 0);
-	return false;
-}
-
-/* Becomes the writer (sets KL_RM_S_WRITER) when the fast CAS failed. */
-static KL_NOINLINE void rm_write_acquire_slow(struct kl_rmlock *lk, struct kli_thread *self,
-					      struct kli_wait *w, bool *was_unbiased)
-{
-	bool sleepable = lk->flags & KL_RM_SLEEPABLE;
-
-	for (;;) {
-		kli_wait_spin(w);
-		rm_spin_until_clear(lk, ~KL_RM_S_UNBIASED, !sleepable);
-		if (rm_claim(lk, was_unbiased))
-			return;
-		if (sleepable && rm_park(lk, self, KLI_RDM_WRITER, w) == RM_TOKEN_HANDOFF) {
-			/* K: the previous writer passed KL_RM_S_WRITER to us; the lock has been
-			 * unbiased since that writer's claim (no reader re-arms under WRITER).
-			 * No CAS of ours: D' as a fence. */
-			atomic_thread_fence(memory_order_seq_cst); /* D': pairs with B' */
-			*was_unbiased = true;
-			return;
-		}
-	}
-}
-
-/* Waits until the reader record @r no longer holds @lk in slot @i. */
+/* Waits until the reader record @r no longer holds @lk biased in slot @i. */
 static void rm_wait_slot(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t i,
 			 struct kli_wait *w)
 {
@@ -806,71 +748,26 @@ static void rm_wait_slot(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t 
 	}
 }
 
-/* Waits until lk->ovf drains (overflow and admitted holds). */
-static void rm_wait_ovf(struct kl_rmlock *lk, struct kli_wait *w)
+/* Waits for every biased hold of @lk: passes over every record until one finds none (I3). */
+static void rm_drain(struct kl_rmlock *lk, const void *site)
 {
-	struct kli_spin sp;
-	uint32_t seq;
+	struct kli_wait w;
+	bool found;
 
-	kli_wait_spin(w);
-	kli_spin_start(&sp, RM_SPIN_NS);
-	while (atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0) {
-		if (kli_spin_backoff(&sp))
-			continue;
-		if (!(lk->flags & KL_RM_SLEEPABLE)) {
-			kli_yield();
-			kli_spin_start(&sp, RM_SPIN_NS);
-			continue;
+	kli_wait_begin(&w);
+	do {
+		found = false;
+		for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
+			uint32_t i;
+
+			while ((i = rm_held(&t->rm, lk)) != 0) { /* E; D */
+				found = true;
+				rm_wait_slot(lk, &t->rm, i, &w);
+			}
 		}
-		seq = atomic_load_explicit(&lk->wseq, memory_order_acquire);
-		atomic_store_explicit(&lk->wait_for, RM_WAIT_OVF, memory_order_relaxed);
-		atomic_fetch_or_explicit(&lk->state, KL_RM_S_WSLEEP, memory_order_seq_cst);
-		atomic_thread_fence(memory_order_seq_cst); /* O: pairs with the RMW on ovf */
-		if (atomic_load_explicit(&lk->ovf, memory_order_acquire) != 0) {
-			kli_wait_sleep(w);
-			kl_wait(&lk->wseq, seq, NULL);
-		}
-		kli_wait_spin(w);
-	}
-}
-
-/* One pass over every record and the overflow count, waiting for each hold of @lk it
- * finds; true if it found any (the caller passes again: I3). */
-static bool rm_scan(struct kl_rmlock *lk, struct kli_wait *w)
-{
-	bool found = false;
-
-	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		uint32_t i;
-
-		while ((i = rm_held(&t->rm, lk)) != 0) { /* E; D' */
-			found = true;
-			rm_wait_slot(lk, &t->rm, i, w);
-		}
-	}
-	if (atomic_load_explicit(&lk->ovf, memory_order_seq_cst) != 0) { /* E; D'/O */
-		found = true;
-		rm_wait_ovf(lk, w);
-	}
-	return found;
-}
-
-/* The rendezvous, first half: after KL_RM_S_WRITER is set, make every reader either
- * visible or turned away, and look once. A biased lock is revoked (D, the membarrier:
- * readers may have used only the compiler barrier B); on an unbiased one every reader
- * that can still be inside passed B', so D' is enough: the claim's seq_cst CAS (or the
- * hand-off's fence) followed by the scan's seq_cst loads - no fence instruction here.
- * Without membarrier every reader's B is a full fence, so the same D' serves. *@t0: when
- * the revocation began (0: none). True when no reader holds the lock: the common case,
- * which never touches a wait episode. */
-static inline bool rm_rendezvous(struct kl_rmlock *lk, bool was_unbiased, uint64_t *t0)
-{
-	*t0 = 0;
-	if (!was_unbiased && kli_fence_asym) {
-		*t0 = kli_now_ns();
-		kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
-	}
-	return !rm_any_reader(lk); /* D': pairs with B' in the readers */
+	} while (found);
+	atomic_store_explicit(&lk->wait_for, 0, memory_order_relaxed);
+	kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, site);
 }
 
 /* The writer holds the lock: count the write (every write, so that re-arming readers see
@@ -882,12 +779,11 @@ static inline void rm_count_write(struct kl_rmlock *lk)
 			      memory_order_relaxed);
 }
 
-/* A revocation that began at @t0 is complete (every reader drained): open the inhibit
- * window, KL_RM_INHIBIT_MULT times its cost, count the revocation and report it to the
- * seam (lockstat). Under the write hold; readers read the policy words only after an
- * acquire load of state saw the release G. Out of line: the common write (an unbiased
- * lock) never comes here, and @site is evaluated only on this call. */
-static KL_NOINLINE void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
+/* A revocation that began at @t0 is complete (every biased reader drained): open the
+ * inhibit window, KL_RM_INHIBIT_MULT times its cost, count the revocation and report it
+ * to the seam (lockstat). Under the write hold; a re-arming reader reads the policy words
+ * inside a kl_rwlock read section, after this writer's release. */
+static void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
 {
 	uint64_t now = kli_now_ns();
 
@@ -903,141 +799,69 @@ static KL_NOINLINE void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void
 	kli_hook_revoked(lk, KLI_KIND_RMLOCK, now - t0, site);
 }
 
-/* Second half: wait for the readers seen until a pass finds none (I3). */
-static void rm_drain(struct kl_rmlock *lk, struct kli_wait *w)
+/* The writer holds the kl_rwlock and found the lock biased (M2): revoke. Announce it
+ * (WRITER | UNBIASED: new readers take the kl_rwlock, and wait behind us), D, then wait
+ * for the biased readers D lets us see, and leave the lock unbiased. @try: if a biased
+ * reader is inside, give up instead, leaving the lock biased as it was (true: revoked). */
+static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, bool try, const void *site)
 {
-	while (rm_scan(lk, w))
-		;
-	if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP) {
-		atomic_store_explicit(&lk->wait_for, 0, memory_order_relaxed);
-		atomic_fetch_and_explicit(&lk->state, ~KL_RM_S_WSLEEP, memory_order_relaxed);
-	}
-}
+	uint64_t t0 = kli_fence_asym ? kli_now_ns() : 0;
 
-/* write_lock when the CAS failed (@have_writer false: wait for the writer bit) or the
- * rendezvous saw readers: one wait episode for the whole acquisition. */
-static KL_NOINLINE void rm_write_lock_slow(struct kl_rmlock *lk, struct kli_thread *self,
-					   bool have_writer, uint64_t *t0, const void *site)
-{
-	struct kli_wait w;
-	bool was_unbiased;
-
-	kli_wait_begin(&w);
-	if (!have_writer) {
-		rm_write_acquire_slow(lk, self, &w, &was_unbiased);
-		(void)rm_rendezvous(lk, was_unbiased, t0); /* D or D' */
+	/* M3: a seq_cst RMW, then D */
+	atomic_exchange_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_UNBIASED,
+				 memory_order_seq_cst);
+	kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
+	if (try && rm_any_reader(lk)) {
+		atomic_store_explicit(&lk->state, 0, memory_order_release);
+		return false;
 	}
-	rm_drain(lk, &w);
-	kli_wait_end(&w, lk, KLI_KIND_RMLOCK, 0, site);
+	rm_drain(lk, site);
+	/* Clears WRITER and WSLEEP; readers see UNBIASED (and the kl_rwlock we hold). */
+	atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_relaxed);
+	if (t0 != 0)
+		rm_revoked(lk, t0, site);
+	return true;
 }
 
 void kl_rmlock_write_lock(struct kl_rmlock *lk)
 {
-	struct kli_thread *self = kli_self();
-	bool have_writer, was_unbiased = false;
-	uint64_t t0 = 0;
-
-	if (!rm_check_write(lk, self, KLI_SITE()))
+	if (!rm_check_write(lk, KLI_SITE()))
 		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	have_writer = rm_claim(lk, &was_unbiased);
-	if (kl_unlikely(!have_writer || !rm_rendezvous(lk, was_unbiased, &t0)))
-		rm_write_lock_slow(lk, self, have_writer, &t0, KLI_SITE());
-	rm_count_write(lk);
-	if (kl_unlikely(t0 != 0))
-		rm_revoked(lk, t0, KLI_SITE());
-	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
+	kl_rwlock_write_lock(&lk->rw);
+	rm_count_write(lk); /* before a revocation, which starts its window from it */
+	/* M2: relaxed; the kl_rwlock orders it after every re-arm (M1) */
+	if (kl_unlikely(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+			  KL_RM_S_UNBIASED)))
+		(void)rm_revoke(lk, false, KLI_SITE());
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-}
-
-/* Under the bucket lock, once write_unlock's dequeue is decided: admit a reader (publish
- * its hold for it) or pass the lock to a writer; clear the state when nobody remains. */
-struct rm_unpark_ctx {
-	struct kl_rmlock *lk;
-	bool again;
-};
-
-static uintptr_t rm_unpark_cb(const struct kli_unpark_result *res, void *arg)
-{
-	struct rm_unpark_ctx *c = arg;
-	struct kl_rmlock *lk = c->lk;
-
-	c->again = false;
-	if (!res->unparked) {
-		atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_release); /* G, I5 */
-		return 0;
-	}
-	if (res->thread->rdm_role == KLI_RDM_WRITER) {
-		atomic_store_explicit(&lk->state,
-				      KL_RM_S_WRITER | KL_RM_S_UNBIASED |
-					      (res->more ? RM_S_QUEUED : 0),
-				      memory_order_release);
-		return RM_TOKEN_HANDOFF; /* K */
-	}
-	rm_push(&res->thread->rm, lk); /* K: ordered before the wakee by K1 */
-	if (res->more)
-		c->again = true;
-	else
-		atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_release); /* G, I5 */
-	return RM_TOKEN_ADMIT;
-}
-
-static KL_NOINLINE void rm_unlock_slow(struct kl_rmlock *lk)
-{
-	struct rm_unpark_ctx c = { .lk = lk };
-
-	do
-		kli_unpark_one(lk, rm_unpark_cb, &c);
-	while (c.again);
-}
-
-/* Releases the write hold: the common tail of write_unlock and a failed write_trylock. */
-static void rm_write_release(struct kl_rmlock *lk)
-{
-	uint32_t w = KL_RM_S_WRITER | KL_RM_S_UNBIASED;
-
-	atomic_store_explicit(&lk->owner, 0, memory_order_relaxed);
-	/* The lock stays unbiased: the next write skips the membarrier unless a reader
-	 * re-armed the bias in between (FreeBSD's read tokens, kept between writes). */
-	if (kl_unlikely(!atomic_compare_exchange_strong_explicit(
-		    &lk->state, &w, KL_RM_S_UNBIASED, memory_order_release, /* G */
-		    memory_order_relaxed)))
-		rm_unlock_slow(lk);
 }
 
 bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 {
-	struct kli_thread *self = kli_self();
-	bool was_unbiased, none;
-	uint64_t t0;
+	bool ok;
 
-	if (!rm_check_write(lk, self, KLI_SITE()))
+	if (!rm_check_write(lk, KLI_SITE()))
 		return false;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
-	if (!rm_claim(lk, &was_unbiased)) {
-		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
-		return false;
+	ok = kl_rwlock_write_trylock(&lk->rw);
+	if (ok)
+		rm_count_write(lk);
+	if (ok && !(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+		    KL_RM_S_UNBIASED) && /* M2 */
+	    !rm_revoke(lk, true, KLI_SITE())) {
+		kl_rwlock_write_unlock(&lk->rw);
+		ok = false;
 	}
-	none = rm_rendezvous(lk, was_unbiased, &t0);
-	rm_count_write(lk);
-	if (kl_unlikely(t0 != 0)) /* revoked even when readers make us fail: stays unbiased */
-		rm_revoked(lk, t0, KLI_SITE());
-	if (!none) {
-		rm_write_release(lk);
-		kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | KLI_HF_FAILED, KLI_SITE());
-		return false;
-	}
-	atomic_store_explicit(&lk->owner, self->owner, memory_order_relaxed);
-	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY, KLI_SITE());
-	return true;
+	kli_hook_acquired(lk, KLI_KIND_RMLOCK, KLI_HF_TRY | (ok ? 0 : KLI_HF_FAILED), KLI_SITE());
+	return ok;
 }
 
 void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 {
 
 #if KLOCK_DEBUG_LOCKS
-	if (atomic_load_explicit(&lk->owner, memory_order_relaxed) != kli_tls_owner ||
-	    kli_tls_owner == 0) {
+	if (!kl_rwlock_wowned(&lk->rw)) {
 		kli_report(atomic_load_explicit(&lk->state, memory_order_relaxed) == RM_S_POISON
 				   ? "use of a destroyed lock"
 				   : "write unlock by a thread that does not own the lock",
@@ -1046,15 +870,15 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 	}
 #endif
 	kli_hook_release(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	rm_write_release(lk);
+	/* The lock stays unbiased: the next write skips the revocation unless a reader
+	 * re-armed the bias in between. */
+	kl_rwlock_write_unlock(&lk->rw);
 	kli_hook_released(lk, KLI_KIND_RMLOCK, 0);
 }
 
 bool kl_rmlock_wowned(const struct kl_rmlock *lk)
 {
-	kli_owner_t me = kli_tls_owner;
-
-	return me != 0 && atomic_load_explicit(&lk->owner, memory_order_relaxed) == me;
+	return kl_rwlock_wowned(&lk->rw);
 }
 
 void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bias *out)

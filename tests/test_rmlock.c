@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * tests/test_rmlock.c - what only kl_rmlock has: flags and the static initializer,
- * destroy of a held lock, the bias policy (the unbiased B'/D' exclusion test, re-arming,
- * the membarrier fallback), writer preference, recursion rules (KL_RM_RECURSE), many
- * locks per thread (slot overflow), FIFO hand-off, parking racing unlock, thread exit and
- * fork, misuse reports (debug builds). The contract every read-mostly lock keeps (sharing,
+ * destroy of a held lock, the bias policy (the unbiased exclusion test, re-arming, the
+ * membarrier fallback), writer preference, recursion rules (KL_RM_RECURSE), many locks per
+ * thread (slot overflow), hand-off to sleeping readers, unlock racing sleepers, thread
+ * exit and fork, misuse reports (debug builds). The contract every read-mostly lock keeps (sharing,
  * trylock, exclusion under stress, writer waits for readers, churn, migration,
  * oversubscription) runs for kl_rmlock with and without KL_RM_SLEEPABLE / KL_RM_RECURSE
  * in tests/test_readmostly_contract.c. Run also with KLOCK_NO_MEMBARRIER=1 and in the
@@ -38,12 +38,14 @@ static int setup(void **state)
 	return 0;
 }
 
-/* Waits (bounded) until @n threads are parked on @key. */
-static void wait_parked(const void *key, unsigned n)
+/* Waits (bounded) until @readers readers and @writers writers sleep on @lk (counted in
+ * its kl_rwlock's sleeper words: rwait's low half, wwait's low 16 bits). */
+static void wait_asleep(struct kl_rmlock *lk, unsigned readers, unsigned writers)
 {
 	int64_t end = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
 
-	while (kli_park_queued(key) < n) {
+	while ((uint32_t)atomic_load(&lk->rw.rwait) < readers ||
+	       (atomic_load(&lk->rw.wwait) & 0xffffu) < writers) {
 		assert_true(klt_now_ns() < end);
 		klt_sleep_ms(1);
 	}
@@ -341,9 +343,10 @@ static bool biased(const struct kl_rmlock *lk)
 	return b.biased;
 }
 
-/* The readers' fence is what makes this pass: with B' removed (a compiler barrier in
- * its place, in klock/rmlock.h and rm_read_state()) the two overlap in a few rounds in
- * a thousand on x86. */
+/* A writer on an unbiased lock skips the membarrier and the scan: what excludes the
+ * readers is the embedded kl_rwlock they take (before it, the readers' fence B' did; with
+ * B' removed the two overlapped in a few rounds in a thousand on x86), and invariant I5
+ * (no biased hold outlives a revocation). */
 static void test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier(
 	void **state)
 {
@@ -506,12 +509,15 @@ static void *writer_thread(void *arg)
 	return NULL;
 }
 
-/* Waits (bounded) until a writer has set its bit on @lk (it is waiting for readers). */
+/* Waits (bounded) until a writer has announced itself on @lk, waiting for readers: in
+ * the state while it revokes the bias, in the kl_rwlock's word (WRWANT) while the lock is
+ * unbiased. */
 static void wait_writer_announced(struct kl_rmlock *lk)
 {
 	int64_t end = klt_now_ns() + 10 * KLT_NSEC_PER_SEC;
 
-	while (!(atomic_load(&lk->state) & KL_RM_S_WRITER)) {
+	while (!(atomic_load(&lk->state) & KL_RM_S_WRITER) &&
+	       !(atomic_load(&lk->rw.word) & KL_RWLOCK_WRWANT_)) {
 		assert_true(klt_now_ns() < end);
 		klt_sleep_ms(1);
 	}
@@ -682,9 +688,10 @@ static void *race_reader(void *arg)
 	return NULL;
 }
 
-/* Regression: a reader queueing (validate, under the bucket lock) while the writer's
- * unlock took the fast path (outside it) once left RM_S_QUEUED set without the writer
- * bit, and every later writer spun for ever. Many short writes against parking readers. */
+/* Many short writes against readers that wait and sleep: no wake-up is lost and no state
+ * bit is left behind. (It once caught a reader queueing while the unlock took its fast
+ * path, leaving a queued bit without a writer; it also caught a revoking writer asleep on
+ * a slot that a reader's inline path took back before waiting behind the writer.) */
 static void test_rmlock_waiter_queueing_during_unlock_is_not_lost(void **state)
 {
 	static struct race r;
@@ -709,7 +716,7 @@ static void test_rmlock_waiter_queueing_during_unlock_is_not_lost(void **state)
 	assert_int_equal(kl_rmlock_destroy(&r.lk), 0);
 }
 
-/* ---- FIFO hand-off (KL_RM_SLEEPABLE) --------------------------------------------------- */
+/* ---- hand-off to sleeping readers ------------------------------------------------------- */
 
 struct fifo {
 	struct kl_rmlock lk;
@@ -742,14 +749,16 @@ static void *fifo_thread(void *arg)
 	return NULL;
 }
 
-/* Queue while a writer holds: reader 0, writer 1, reader 2, reader 3. Unlock admits
- * reader 0, hands the lock to writer 1 (after reader 0), then readers 2 and 3 together:
- * FIFO, so neither side starves. */
-static void test_rmlock_sleepers_are_admitted_in_fifo_order(void **state)
+/* Asleep while a writer holds: reader 0, writer 1, reader 2, reader 3. The unlock hands
+ * the lock to the three sleeping readers together (kl_rwlock's hand-off), and the
+ * sleeping writer gets it after them: neither side starves. */
+static void test_rmlock_sleeping_readers_are_handed_the_lock_before_the_next_writer(
+	void **state)
 {
 	static struct fifo f;
 	struct fifo_arg a[4] = { { &f, 0, false }, { &f, 1, true }, { &f, 2, false },
 				 { &f, 3, false } };
+	const unsigned rd[4] = { 1, 1, 2, 3 }, wr[4] = { 0, 1, 1, 1 };
 	pthread_t t[4];
 
 	(void)state;
@@ -758,14 +767,13 @@ static void test_rmlock_sleepers_are_admitted_in_fifo_order(void **state)
 	kl_rmlock_write_lock(&f.lk);
 	for (int i = 0; i < 4; i++) {
 		assert_int_equal(pthread_create(&t[i], NULL, fifo_thread, &a[i]), 0);
-		wait_parked(&f.lk, (unsigned)i + 1);
+		wait_asleep(&f.lk, rd[i], wr[i]);
 	}
 	kl_rmlock_write_unlock(&f.lk);
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
-	assert_int_equal(f.got[0], 0);
-	assert_int_equal(f.got[1], 1);
-	assert_true(f.got[2] >= 2 && f.got[3] >= 2);
+	assert_true(f.got[0] <= 2 && f.got[2] <= 2 && f.got[3] <= 2);
+	assert_int_equal(f.got[1], 3);
 	assert_int_equal(kl_rmlock_destroy(&f.lk), 0);
 }
 
@@ -927,7 +935,7 @@ int main(void)
 		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),
 		T(test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag),
 		T(test_rmlock_many_locks_held_at_once_out_of_order),
-		T(test_rmlock_sleepers_are_admitted_in_fifo_order),
+		T(test_rmlock_sleeping_readers_are_handed_the_lock_before_the_next_writer),
 		T(test_rmlock_thread_exit_drops_its_read_holds),
 		T(test_rmlock_fork_child_can_write_lock),
 #if KLOCK_DEBUG_LOCKS

@@ -4,7 +4,7 @@
  *   kl_rmlock            FreeBSD rmlock: per-thread read slots, membarrier rendezvous
  *                        while biased, fenced readers after a write (BRAVO policy);
  *                        waiters spin (then yield). ts = struct kl_rm_tracker.
- *   kl_rmlock_sleepable  the same with KL_RM_SLEEPABLE: waiters park, FIFO hand-off.
+ *   kl_rmlock_sleepable  the same with KL_RM_SLEEPABLE: a revoking writer sleeps for biased readers.
  *   kl_pcpu_rwsem        Linux percpu-rwsem: rseq per-CPU counters, rcu_sync; no token.
  *   kl_seqlock           sequence lock: readers hold nothing and retry
  *                        (LOCKOPS_READ_RETRY); ts = the sequence read_lock saw.
@@ -80,7 +80,7 @@ static void rm_bias(const void *l, uint64_t *revocations, uint64_t *unbiased_ns)
 static const struct lockops kl_rmlock_ops = {
 	.name = "kl_rmlock",
 	.family = "klock",
-	.summary = "FreeBSD rmlock + BRAVO bias: fence-free readers until writes come (spinning)",
+	.summary = "FreeBSD rmlock + BRAVO bias: fence-free readers until writes come, then kl_rwlock",
 	.flags = LOCKOPS_RW | LOCKOPS_READ_BIASED | LOCKOPS_NO_RECURSE_READ,
 	.size = sizeof(struct kl_rmlock),
 	.tsize = sizeof(struct kl_rm_tracker),
@@ -100,7 +100,7 @@ LOCKOPS_REGISTER(kl_rmlock_ops)
 static const struct lockops kl_rmlock_sleepable_ops = {
 	.name = "kl_rmlock_sleepable",
 	.family = "klock",
-	.summary = "kl_rmlock with KL_RM_SLEEPABLE: waiters park, FIFO hand-off",
+	.summary = "kl_rmlock with KL_RM_SLEEPABLE: a revoking writer sleeps for biased readers",
 	.flags = LOCKOPS_RW | LOCKOPS_READ_BIASED | LOCKOPS_NO_RECURSE_READ,
 	.size = sizeof(struct kl_rmlock),
 	.tsize = sizeof(struct kl_rm_tracker),

@@ -7,7 +7,7 @@
  * figures of a shared or small machine as indications: rerun with more -r before quoting
  * one). This file holds the driver and what the themes share (the verdict line, medians,
  * uncontended pairs, the small sweeps); the floors themselves, grouped by issue, live in
- * floors_core.c (issues 3 and 4), floors_hash.c (5), floors_bias.c (14) and
+ * floors_core.c (issues 3 and 4), floors_hash.c (5), floors_bias.c (14, 40) and
  * floors_peers.c (16).
  */
 #include <math.h>

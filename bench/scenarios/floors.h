@@ -2,7 +2,8 @@
 /*
  * bench/scenarios/floors.h - what the floors scenario's files share (floors.c) and the
  * floors of each theme, called by scn_floors() in this order: floors_core.c (issues 3
- * and 4), floors_hash.c (issue 5), floors_peers.c (issue 16), floors_bias.c (issue 14).
+ * and 4), floors_hash.c (issue 5), floors_peers.c (issue 16), floors_bias.c (issues 14
+ * and 40).
  * Each takes the number of interleaved repeats; ratios are medians within the one run.
  */
 #ifndef KB_SCENARIOS_FLOORS_H

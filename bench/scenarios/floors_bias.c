@@ -4,12 +4,42 @@
  * bias): its throughput at every crossover write share against the best of the classic
  * and biased rwlocks, at 2 threads and 4x CPUs, with the bias table; nothing lost at 0%
  * writes (the inline read pair against urcu-memb's); and the write pair with 2 readers
- * running against kl_rwlock's.
+ * running against kl_rwlock's. Since kl_rmlock's unbiased mode is kl_rwlock's
+ * algorithm, the "rm-mixed" lines raise the crossover floors where writes come (>= 0.9x
+ * at 10% writes and more, >= 0.8x at 0.1% and 1%, each with ministat's verdict on the
+ * repeats) and the "rm-wpair" line bounds the write pair with 2 readers by its figure
+ * before that change.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "floors.h"
+
+/* kl_rmlock over the best peer where writes come - at 10% writes and more, and
+ * below (0.1% and 1%: the bias is re-armed and revoked there, so a little is allowed). */
+#define RM_FLOOR_WRITES_PCT 10.0
+#define RM_FLOOR_WRITTEN 0.9
+#define RM_FLOOR_RARE 0.8
+/* The write pair with 2 readers running (burst mean), ns: kl_rmlock's before
+ * its unbiased mode became kl_rwlock's, on the 2026-12 2-vCPU VM. */
+#define RM_WRITE_PAIR_BEFORE_NS 44.7
+
+/* The rm-mixed line for kl_rmlock / best (`who`) = `r` at `t` threads, `w`% writes, with
+ * ministat's verdict; none at 0% writes (the inline read pair's floor covers it). */
+static void rm_floor_mixed(struct scn_ctx *x, const struct kb_results *rs, const char *who,
+			unsigned t, double w, double r)
+{
+	double line = w >= RM_FLOOR_WRITES_PCT ? RM_FLOOR_WRITTEN : RM_FLOOR_RARE;
+	char what[112];
+
+	if (w == 0)
+		return;
+	snprintf(what, sizeof(what), "%u thr, %g%% writes: kl_rmlock / best (%s) >= %g", t, w,
+		 who, line);
+	scn_floor_line(x, "rm-mixed", what, r, r >= line, "x");
+	scn_floor_proof(x, rs, "kl_rmlock", who, t, w, line);
+}
 
 /* Issue 14: kl_rmlock's throughput at every crossover write share against the best of
  * the classic and biased rwlocks, at 2 threads and at 4x CPUs (one interleaved sweep). */
@@ -50,6 +80,7 @@ void scn_floors_bias_crossover(struct scn_ctx *x, unsigned reps)
 			snprintf(what, sizeof(what), "%u thr, %g%% writes: kl_rmlock / best (%s) >= 0.8",
 				 th[t], writes[w], who);
 			scn_floor_line(x, "14", what, r, r >= 0.8, "x");
+			rm_floor_mixed(x, &rs, who, th[t], writes[w], r);
 		}
 		scn_bias_table(x, &rs, &s, th[t]);
 	}
@@ -86,4 +117,6 @@ void scn_floors_bias_pairs(struct scn_ctx *x, unsigned reps)
 	    "kl_rwlock %.0f ns; kl_rmlock after an idle gap (revoking) %.0f ns\n", a, b, irm);
 	scn_floor_line(x, "14", "kl_rmlock write pair (2 readers, burst) / kl_rwlock's <= 2", a / b,
 		   a / b <= 2, "x");
+	scn_floor_line(x, "rm-wpair", "kl_rmlock write pair (2 readers, burst) <= 44.7 ns (before)", a,
+		   a <= RM_WRITE_PAIR_BEFORE_NS, "ns");
 }

@@ -4,10 +4,12 @@
  * write rate. While the lock is BIASED (no write for a while) readers touch no shared
  * cache line and execute no atomic read-modify-write and no fence; the first writer pays
  * for that with a rendezvous (membarrier) and a scan of the threads' read holds, and
- * leaves the lock UNBIASED: readers then add one full fence, and writers skip the
- * membarrier. Readers re-arm the bias once a window of KL_RM_INHIBIT_MULT times the
- * measured revocation cost has passed (BRAVO, Dice & Kogan 2019), so revocations take a
- * bounded share of the run time whatever the write rate.
+ * leaves the lock UNBIASED: readers and writers then run kl_rwlock's algorithm on a
+ * kl_rwlock embedded in the lock (one compare-and-swap each way, kl_rwlock's spinning,
+ * counted sleepers and hand-off), so a lock written often costs what a kl_rwlock costs.
+ * Readers re-arm the bias once a window of KL_RM_INHIBIT_MULT times the measured
+ * revocation cost has passed with no write (BRAVO, Dice & Kogan 2019), so revocations
+ * take a bounded share of the run time whatever the write rate.
  *
  *   struct kl_rmlock lk;                 struct kl_rm_tracker tr;   (caller-owned)
  *   kl_rmlock_init(&lk, 0);              kl_rmlock_read_lock(&lk, &tr);
@@ -16,10 +18,10 @@
  *   kl_rmlock_write_unlock(&lk);
  *
  * Use it where reads outnumber writes (configuration, routing tables, module lists): a
- * biased read costs about what an RCU read-side section costs, an unbiased one about what
- * a ck_brlock read costs; a revoking write costs a membarrier(PRIVATE_EXPEDITED) plus a
- * walk over every thread that ever used klock, a write on an unbiased lock a fence plus
- * the walk (docs/design-readmostly.md has the figures).
+ * biased read costs about what an RCU read-side section costs, an unbiased one what a
+ * kl_rwlock read costs; a revoking write costs a membarrier(PRIVATE_EXPEDITED) plus a
+ * walk over every thread that ever used klock, a write on an unbiased lock what a
+ * kl_rwlock write costs (docs/design-readmostly.md has the figures).
  *
  * Flags (kl_rmlock_init):
  *   KL_RM_RECURSE    a thread that already read-holds the lock may read-lock it again
@@ -28,17 +30,18 @@
  *                    hold, the inner acquisition waits for the writer) - as with FreeBSD
  *                    rmlocks without RM_RECURSE and Linux percpu-rwsems. Debug builds
  *                    report every nested read acquisition of a lock without the flag.
- *   KL_RM_SLEEPABLE  writers and blocked readers sleep (parking lot, FIFO, no
- *                    starvation either way) instead of spinning. Without it they spin
- *                    (capped backoff, then sched_yield): the right choice only for
- *                    write sections of a few microseconds.
+ *   KL_RM_SLEEPABLE  a revoking writer that waits for a biased reader sleeps instead of
+ *                    spinning (capped backoff, then sched_yield). Every other wait is
+ *                    kl_rwlock's, with or without the flag: spin for a learnt budget,
+ *                    then sleep; writer preference with a time-bounded hand-off to the
+ *                    sleeping readers, so neither side starves (klock/rwlock.h).
  *
  * Threads need no registration: per-thread state is created on first use and recycled
  * at thread exit. A thread may read-hold up to KL_RM_SLOTS rmlocks in its own record;
- * deeper nesting still works, counted in the lock's shared overflow word (slower). A
- * thread that exits holding read locks has every hold dropped, overflow ones included
- * (debug builds report each); only an overflow hold taken when no memory was left to
- * note it survives its thread.
+ * deeper nesting still works, as holds of the embedded kl_rwlock (slower). A thread that
+ * exits holding read locks has every hold dropped, the deeper ones included (debug
+ * builds report each); only a deeper hold taken when no memory was left to note it
+ * survives its thread.
  *
  * Not async-signal-safe (none of these may be called from a signal handler). Locks are
  * process-private. Fast paths are inline in C builds without instruments (see
@@ -51,6 +54,7 @@
 #include <stdint.h>
 #include <klock/config.h>
 #include <klock/compiler.h>
+#include <klock/rwlock.h>
 #include <klock/wait.h>
 
 #ifndef __cplusplus
@@ -63,14 +67,17 @@ KL_BEGIN_DECLS
 #define KL_RM_RECURSE 0x1u    /* read side may be re-entered while a writer waits */
 #define KL_RM_SLEEPABLE 0x2u  /* waiters sleep instead of spinning */
 
-/* Read holds a thread keeps in its own record (one 128-byte block); more use the lock's
- * overflow count. */
+/* Read holds a thread keeps in its own record (one 128-byte block); more are holds of the
+ * lock's embedded kl_rwlock. */
 #define KL_RM_SLOTS 14
 
 /* Lock state bits (private; here because the inline fast path tests them). */
-#define KL_RM_S_WRITER 0x1u   /* a writer owns the lock or is draining readers */
+#define KL_RM_S_WRITER 0x1u   /* a writer is revoking the bias (draining biased readers) */
 #define KL_RM_S_WSLEEP 0x2u   /* the draining writer sleeps: read_unlock must look */
-#define KL_RM_S_UNBIASED 0x8u /* readers publish with a full fence; writers skip membarrier */
+#define KL_RM_S_UNBIASED 0x8u /* readers and writers run the embedded kl_rwlock alone */
+/* A thread's slot naming a lock with this bit set is a hold of the lock's embedded
+ * kl_rwlock (taken while the lock was unbiased), not a biased hold (private). */
+#define KL_RM_TAG_RW 0x1u
 
 /* Inhibit window after a revocation: readers re-arm the bias only after this many times
  * the measured revocation cost with no write, so revocations take at most 1/(1+N) of the
@@ -79,24 +86,29 @@ KL_BEGIN_DECLS
 #define KL_RM_INHIBIT_MULT 9
 
 struct kl_rmlock {
+	/* Read by every biased reader; written by revocations and re-arms (one line): */
 	KL_ATOMIC(uint32_t) state;     /* KL_RM_S_* and private bits; read by every reader */
 	uint32_t flags;                /* KL_RM_RECURSE | KL_RM_SLEEPABLE */
 	KL_ATOMIC(uint32_t) wseq;      /* futex word a draining writer sleeps on */
-	KL_ATOMIC(uint32_t) ovf;       /* read holds that live here, not in a thread record */
-	KL_ATOMIC(uint32_t) writes;    /* write acquisitions (wraps), bumped under the hold */
 	KL_ATOMIC(uint32_t) rearm_writes; /* `writes` when a re-arming reader last looked */
 	KL_ATOMIC(uintptr_t) wait_for; /* the reader record a sleeping writer waits for */
-	KL_ATOMIC(uintptr_t) owner;    /* the write owner's owner id, 0 when none */
-	/* Bias policy (written by revoking writers and re-arming readers only): */
 	KL_ATOMIC(uint64_t) rearm_at;    /* monotonic ns from which readers may re-arm */
 	KL_ATOMIC(uint64_t) unbiased_at; /* monotonic ns of the last revocation */
 	KL_ATOMIC(uint64_t) unbiased_ns; /* time spent unbiased up to the last re-arm */
 	KL_ATOMIC(uint64_t) revocations; /* revocations (membarrier rendezvous) paid */
 	KL_ATOMIC(uint64_t) revoke_ns;   /* cost of the last revocation */
+	/* Written by every writer: */
+	KL_ATOMIC(uint32_t) writes;    /* write acquisitions (wraps), bumped under the hold */
+	/* The unbiased mode, and every writer's exclusion: every writer takes it exclusive
+	 * (its word names the writer); unbiased readers take it shared (a thread's slot notes
+	 * such a hold with KL_RM_TAG_RW). Last, so that the lock's own address names the
+	 * kl_rmlock alone to the instruments. */
+	struct kl_rwlock rw;
 };
 
 /* Static initializer: `struct kl_rmlock lk = KL_RMLOCK_INITIALIZER(KL_RM_SLEEPABLE);` */
-#define KL_RMLOCK_INITIALIZER(flags) { 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define KL_RMLOCK_INITIALIZER(flags)                                                       \
+	{ 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0, KL_RWLOCK_INITIALIZER }
 
 /*
  * Per-acquisition read token, owned by the caller (usually on the stack), passed to the
@@ -172,29 +184,37 @@ KL_API void kl_rmlock_read_unlock(struct kl_rmlock *lk, struct kl_rm_tracker *tr
 	KL_NONNULL(1, 2);
 
 /**
- * kl_rmlock_write_lock - take @lk exclusive: excludes writers and readers. Blocks:
- * announces itself (new readers hold back), issues one heavy fence (membarrier) when the
- * lock is biased (a revocation; a full fence when it is not), then waits for every read
- * hold it can see. Not recursive; deadlocks if the caller read-holds
+ * kl_rmlock_write_lock - take @lk exclusive: excludes writers and readers. Blocks: takes
+ * the embedded kl_rwlock exclusive (as kl_rwlock_write_lock()); when the lock is biased
+ * it then revokes the bias - one heavy fence (membarrier) and a wait for every biased
+ * read hold it can see - and leaves the lock unbiased. Not recursive; deadlocks if the caller read-holds
  * @lk (debug builds report both). Unlocked by the same thread.
  */
 KL_API void kl_rmlock_write_lock(struct kl_rmlock *lk) KL_NONNULL(1);
 
 /**
- * kl_rmlock_write_trylock - take @lk exclusive if no other writer holds or waits for it
- * and no thread read-holds it. Returns true on success. Does not sleep, but pays the
- * fence (a membarrier when the lock is biased) and the scan before it can tell.
+ * kl_rmlock_write_trylock - take @lk exclusive if no thread holds it. Returns true on
+ * success. Does not sleep; on a biased lock it pays the membarrier and the scan before it
+ * can tell (and leaves the lock biased when a biased reader makes it fail).
  */
 KL_API bool kl_rmlock_write_trylock(struct kl_rmlock *lk) KL_NONNULL(1) KL_WARN_UNUSED;
 
 /**
- * kl_rmlock_write_unlock - release the write hold. Never blocks; wakes waiters (FIFO:
- * a run of readers, or the next writer). Only the owner may unlock (debug builds report).
+ * kl_rmlock_write_unlock - release the write hold. Never blocks; wakes waiters as
+ * kl_rwlock_write_unlock() does (the sleeping readers, or one writer). Only the owner may unlock (debug builds report).
  */
 KL_API void kl_rmlock_write_unlock(struct kl_rmlock *lk) KL_NONNULL(1);
 
 /* kl_rmlock_wowned - true when the calling thread write-holds @lk. Never blocks. */
 KL_API bool kl_rmlock_wowned(const struct kl_rmlock *lk) KL_NONNULL(1);
+
+/* The inline read lock published @lk in the calling thread's top slot and found the lock
+ * unbiased with no revocation under way: retag the slot KL_RM_TAG_RW and take the embedded
+ * kl_rwlock shared (kl_rwlock's inline read), or undo and take the out-of-line path
+ * (every RM_REARM_READS-th unbiased read looks at the re-arm clock; KL_RM_RECURSE locks).
+ * Private. */
+KL_API void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+	KL_NONNULL(1, 2);
 
 /* The bias policy's record of one lock (kl_rmlock_bias_stats()). */
 struct kl_rmlock_bias {
@@ -223,43 +243,6 @@ KL_API void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bi
 	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
 #define KL_RM_INLINE 1
 
-/*
- * Push @lk on the thread's stack of read holds, then look for a writer. The compiler
- * barrier between is B, the light half of the asymmetric pair B/D: D is the
- * membarrier(PRIVATE_EXPEDITED) a revoking writer issues after setting KL_RM_S_WRITER
- * and before scanning the slots, so either the writer sees this slot or this load sees
- * the writer. On an unbiased lock no writer issues D, so the reader adds B', a full
- * fence, and looks again (B'/D': D' is the writer's full fence after its CAS). The
- * acquire loads pair with the writer's release in write_unlock (G). Every
- * unbiased_left-th fenced read goes out of line, where the re-arm clock is read.
- */
-static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
-{
-	struct kl_rm_reader *r = kl_rm_self;
-	uint32_t d = r->depth, s;
-
-	if (__builtin_expect(d < KL_RM_SLOTS, 1)) {
-		r->depth = d + 1;
-		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
-		s = atomic_load_explicit(&lk->state, memory_order_acquire);
-		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)), 1))
-			return;
-		if (s == KL_RM_S_UNBIASED && r->unbiased_left != 0) {
-			atomic_thread_fence(memory_order_seq_cst); /* B': pairs with D' */
-			if (!(atomic_load_explicit(&lk->state, memory_order_acquire) &
-			      KL_RM_S_WRITER)) {
-				r->unbiased_left--;
-				return;
-			}
-		}
-		/* A writer (or time to look at the clock): undo, go out of line. */
-		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
-		r->depth = d;
-	}
-	(kl_rmlock_read_lock)(lk, tr);
-}
-
 /* A writer sleeps waiting for this thread's hold: wake it (the out-of-line paths do the
  * same in rmlock.c, rm_wake_writer()). */
 static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_rm_reader *r)
@@ -271,24 +254,91 @@ static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_
 }
 
 /*
- * Pop the hold if it is on top of the stack (the usual LIFO case); the store is the
- * release that ends the read section (E: pairs with the writer's acquire scan). Then C,
- * the light half of C/F: F is the writer's heavy fence after setting KL_RM_S_WSLEEP,
- * so either the writer sees the slot cleared or this load sees it asleep.
+ * kl_rmlock_read_unbiased_()'s common case, inline: retag the slot @d that the inline
+ * read lock pushed (E; C, the light half of C/F, is a compiler barrier here as in the
+ * unlock: a thread reaches this with a real record only when membarrier is in use), see
+ * no revoking writer asleep, and take the embedded kl_rwlock shared (its inline read).
+ * Anything else - the re-arm clock due, KL_RM_RECURSE, a writer to wake - goes out of
+ * line, which retags again (idempotent) and takes it from there.
+ */
+static inline void kl_rmlock_read_unbiased_inline(struct kl_rmlock *lk,
+						  struct kl_rm_tracker *tr,
+						  struct kl_rm_reader *r, uint32_t d)
+{
+	if (__builtin_expect(r->unbiased_left != 0 && !(lk->flags & KL_RM_RECURSE), 1)) {
+		atomic_store_explicit(&r->slot[d], (uintptr_t)lk | KL_RM_TAG_RW,
+				      memory_order_release); /* E */
+		atomic_signal_fence(memory_order_seq_cst); /* C: light half, pairs with F */
+		if (__builtin_expect(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+				       KL_RM_S_WSLEEP),
+				     1)) {
+			r->unbiased_left--;
+			kl_rwlock_read_lock(&lk->rw);
+			return;
+		}
+	}
+	kl_rmlock_read_unbiased_(lk, tr);
+}
+
+/*
+ * Push @lk on the thread's stack of read holds, then look at the state. The compiler
+ * barrier between is B, the light half of the asymmetric pair B/D: D is the
+ * membarrier(PRIVATE_EXPEDITED) a revoking writer issues after setting KL_RM_S_UNBIASED
+ * and before scanning the slots, so either the writer sees this slot or this load sees
+ * the revocation. The acquire load pairs with M1, the release of the re-arming reader
+ * that made the lock biased (after the last writer). On an unbiased lock (no revocation
+ * under way: the state is UNBIASED alone) kl_rmlock_read_unbiased_() turns the published
+ * slot into a kl_rwlock read hold.
+ */
+static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
+{
+	struct kl_rm_reader *r = kl_rm_self;
+	uint32_t d = r->depth, s;
+
+	if (__builtin_expect(d < KL_RM_SLOTS, 1)) {
+		r->depth = d + 1;
+		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
+		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1 */
+		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)), 1))
+			return;
+		if (s == KL_RM_S_UNBIASED) {
+			kl_rmlock_read_unbiased_inline(lk, tr, r, d + 1);
+			return;
+		}
+		/* A revocation under way: undo, go out of line. */
+		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
+		r->depth = d;
+	}
+	(kl_rmlock_read_lock)(lk, tr);
+}
+
+/*
+ * Pop the hold if it is on top of the stack (the usual LIFO case). A biased hold: the
+ * store is the release that ends the read section (E: pairs with the writer's acquire
+ * scan), then C, the light half of C/F: F is the writer's heavy fence after setting
+ * KL_RM_S_WSLEEP, so either the writer sees the slot cleared or this load sees it
+ * asleep. A kl_rwlock hold (tagged): clear the slot, release the kl_rwlock.
  */
 static inline void kl_rmlock_read_unlock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	struct kl_rm_reader *r = kl_rm_self;
 	uint32_t d = r->depth;
+	uintptr_t v = atomic_load_explicit(&r->slot[d], memory_order_relaxed);
 
-	if (__builtin_expect(atomic_load_explicit(&r->slot[d], memory_order_relaxed) ==
-			     (uintptr_t)lk, 1)) {
+	if (__builtin_expect(v == (uintptr_t)lk, 1)) {
 		atomic_store_explicit(&r->slot[d], 0, memory_order_release); /* E */
 		r->depth = d - 1;
 		atomic_signal_fence(memory_order_seq_cst); /* C: light half, pairs with F */
 		if (__builtin_expect(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 				     KL_RM_S_WSLEEP, 0))
 			kl_rmlock_wake_writer_inline(lk, r);
+		return;
+	}
+	if (v == ((uintptr_t)lk | KL_RM_TAG_RW)) {
+		atomic_store_explicit(&r->slot[d], 0, memory_order_relaxed);
+		r->depth = d - 1;
+		kl_rwlock_read_unlock(&lk->rw);
 		return;
 	}
 	(kl_rmlock_read_unlock)(lk, tr);

@@ -48,6 +48,7 @@
 
 static const char *const perturb_names[] = {
 	"delays", "longhold", "stutter", "shuffle", "signals", "churn", "try", "timed", "phases",
+	"flips",
 };
 
 struct selection {
@@ -278,7 +279,7 @@ static void print_extras(const struct kt_run *r)
 		uint64_t revs = 0, unbiased_ns = 0;
 
 		r->ops->bias(r->lock, &revs, &unbiased_ns);
-		printf("kltorture: %s: write-rate phases %ld, bias revocations %llu, unbiased "
+		printf("kltorture: %s: write-rate phases %ld (flip phases among them), bias revocations %llu, unbiased "
 		       "%.2f s\n", r->ops->name, r->phases, (unsigned long long)revs,
 		       (double)unbiased_ns / KT_NSEC_PER_SEC);
 	}
@@ -406,6 +407,7 @@ static void usage(FILE *f)
 	      "  --readers N       reader threads (default: CPUs)\n"
 	      "  --perturb LIST    all, none, or a comma list; -NAME removes one:\n"
 	      "                    delays longhold stutter shuffle signals churn try timed phases\n"
+	      "                    flips\n"
 	      "  --watchdog S      fail a run with no acquisition for S seconds (default 10,\n"
 	      "                    times KLTEST_WATCHDOG_SCALE)\n"
 	      "  --seed N          random seed (env KLTORTURE_SEED; default: time)\n"

@@ -34,6 +34,13 @@
  * phase (about 1 write per PHASE_SPARSE_NS per writer: far below the full rate). */
 #define PHASE_NS (40 * KT_NSEC_PER_MSEC)
 #define PHASE_SPARSE_NS (200 * KT_NSEC_PER_USEC)
+/* The flip phase's cycle: writers keep quiet for FLIP_QUIET_NS of every FLIP_PERIOD_NS
+ * (room for kl_rmlock's readers to re-arm its bias: a window of 9 revocation costs, a few
+ * hundred microseconds here), then write at the full rate (the first write revokes).
+ * A quiet writer looks at the clock every FLIP_POLL_NS. */
+#define FLIP_PERIOD_NS (4 * KT_NSEC_PER_MSEC)
+#define FLIP_QUIET_NS (3 * KT_NSEC_PER_MSEC)
+#define FLIP_POLL_NS (100 * KT_NSEC_PER_USEC)
 /* A writer in the no-write phase looks for the next phase this often. */
 #define PHASE_POLL_NS KT_NSEC_PER_MSEC
 /* Time between affinity shuffles. */
@@ -110,11 +117,27 @@ void kt_driver_tick(struct kt_run *r, int64_t now, int64_t *next_stutter)
 
 /* ---- write-rate phases ------------------------------------------------------------------ */
 
+/* The phase after @ph among those the perturbations enabled (@perturb). */
+static int next_phase_of(int ph, unsigned perturb)
+{
+	do
+		ph = (ph + 1) % KT_PH_COUNT;
+	while ((ph == KT_PH_FLIP && !(perturb & KT_P_FLIPS)) ||
+	       ((ph == KT_PH_NONE || ph == KT_PH_SPARSE) && !(perturb & KT_P_PHASES)));
+	return ph;
+}
+
+/* Inside the flip phase: is this a quiet stretch of its cycle? */
+static bool flip_quiet(void)
+{
+	return kt_now_ns() % FLIP_PERIOD_NS < FLIP_QUIET_NS;
+}
+
 void kt_phase_tick(struct kt_run *r, int64_t now, int64_t *next_phase)
 {
-	if (!(r->cfg->perturb & KT_P_PHASES) || now < *next_phase)
+	if (!(r->cfg->perturb & (KT_P_PHASES | KT_P_FLIPS)) || now < *next_phase)
 		return;
-	atomic_store(&r->phase, (atomic_load(&r->phase) + 1) % KT_PH_COUNT);
+	atomic_store(&r->phase, next_phase_of(atomic_load(&r->phase), r->cfg->perturb));
 	r->phases++;
 	*next_phase = now + PHASE_NS;
 }
@@ -122,7 +145,7 @@ void kt_phase_tick(struct kt_run *r, int64_t now, int64_t *next_phase)
 /* A writer before its next operation: hold back as the phase says. */
 void kt_phase_point(struct kt_run *r, struct kt_slot *s)
 {
-	if (!(r->cfg->perturb & KT_P_PHASES) || s->role != KT_WRITER)
+	if (!(r->cfg->perturb & (KT_P_PHASES | KT_P_FLIPS)) || s->role != KT_WRITER)
 		return;
 	switch (atomic_load_explicit(&r->phase, memory_order_relaxed)) {
 	case KT_PH_NONE:
@@ -134,6 +157,12 @@ void kt_phase_point(struct kt_run *r, struct kt_slot *s)
 	case KT_PH_SPARSE:
 		kt_slot_set(s, KT_S_THINK, NULL);
 		kt_sleep_ns((int64_t)(kt_rand(s) % (2 * PHASE_SPARSE_NS)));
+		break;
+	case KT_PH_FLIP:
+		kt_slot_set(s, KT_S_THINK, NULL);
+		while (atomic_load(&r->phase) == KT_PH_FLIP && flip_quiet() &&
+		       !atomic_load(&r->stop) && !atomic_load(&r->paused))
+			kt_sleep_ns(FLIP_POLL_NS);
 		break;
 	default:
 		break;

@@ -50,7 +50,8 @@ enum {
 	KT_P_TRY = 1u << 6,       /* trylock variants mixed in (when the adapter has them) */
 	KT_P_TIMED = 1u << 7,     /* timed variants mixed in (when the adapter has them) */
 	KT_P_PHASES = 1u << 8,    /* write-rate phases: no writes, sparse writes, all writes */
-	KT_P_ALL = (1u << 9) - 1,
+	KT_P_FLIPS = 1u << 9,     /* a phase of short write bursts between quiet stretches */
+	KT_P_ALL = (1u << 10) - 1,
 };
 
 /* What a thread is doing, for the watchdog's report. */
@@ -68,8 +69,10 @@ enum kt_role { KT_WRITER, KT_READER };
 
 /* Write-rate phases (KT_P_PHASES): the lock sees no writes, rare writes, then the run's
  * full write rate, in turn - a read-mostly lock with an adaptive policy (kl_rmlock's
- * bias) switches modes at every change. */
-enum kt_phase { KT_PH_FULL, KT_PH_NONE, KT_PH_SPARSE, KT_PH_COUNT };
+ * bias) switches modes at every change. KT_PH_FLIP (KT_P_FLIPS): writers write in short
+ * bursts between quiet stretches long enough for readers to re-arm such a bias, so the
+ * lock switches modes many times a phase, under the readers' load. */
+enum kt_phase { KT_PH_FULL, KT_PH_NONE, KT_PH_SPARSE, KT_PH_FLIP, KT_PH_COUNT };
 
 /* Debug knobs for the self-test: break the run on purpose. */
 enum kt_inject {
