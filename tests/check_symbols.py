@@ -7,7 +7,8 @@ include/klock/*.h; every KL_API declaration must be exported. Anything else leak
 (a kli_* internal, a helper without `static`) fails the test. With a third argument, the
 version script (locks/klock.map): it must list exactly the KL_API declarations, and every
 export must carry its version node (KLOCK_1.0), so a symbol added to a header but not to the
-script - which the script would then hide - is named here.
+script - which the script would then hide - is named here. With a fourth, the Debian symbols
+file (debian/libklock1.symbols): it must list the same names, each at the node's version.
 """
 import re
 import subprocess
@@ -54,6 +55,16 @@ def declared(headers):
     return names
 
 
+def debian_symbols(path):
+    """{name: version node} of the symbols file's entries (name@NODE minver)."""
+    names = {}
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(' ') and '@' in line:
+            name, _, rest = line.strip().partition('@')
+            names[name] = rest.split()[0]
+    return names
+
+
 def main():
     lib, incdir = sys.argv[1], Path(sys.argv[2])
     versions = exported(lib)
@@ -68,6 +79,15 @@ def main():
                     for n in sorted(listed - dec)]
         bad_map += [f'exported without version {node}: {n}@{versions[n] or "(none)"}'
                     for n in sorted(exp) if versions[n] != node]
+    if len(sys.argv) > 4:
+        deb = debian_symbols(sys.argv[4])
+        deb.pop(node, None)  # the node's own entry, KLOCK_1.0@KLOCK_1.0
+        bad_map += [f'in the version script but not in {sys.argv[4]}: {n}'
+                    for n in sorted(listed - set(deb))]
+        bad_map += [f'in {sys.argv[4]} but not in the version script: {n}'
+                    for n in sorted(set(deb) - listed)]
+        bad_map += [f'{sys.argv[4]}: {n}@{deb[n]}, the version script says {node}'
+                    for n in sorted(set(deb) & listed) if deb[n] != node]
     bad_prefix = sorted(n for n in exp if not n.startswith('kl_'))
     undeclared = sorted(n for n in exp if n.startswith('kl_') and n not in dec)
     missing = sorted(dec - exp)
