@@ -818,7 +818,7 @@ static void test_lockstat_counts_one_revocation_per_biased_write(void **state)
 }
 
 /* Reads enough for a reader to look at the re-arm at least once (a look every 64 fenced
- * reads per thread, locks/rmlock.c's RM_REARM_READS), with room to spare. */
+ * reads per thread, locks/primitives/rmlock.c's RM_REARM_READS), with room to spare. */
 #define REARM_LOOK_READS 130
 
 /* @lock's rows' unbiased time, summed (it is in the NULL-site row). */

@@ -182,7 +182,7 @@ static void test_mcs_near_waiter_clears_its_awake_flag_before_it_sleeps(void **s
 /* ---- crowding: past kli_crowd_max queued, a newcomer waits off the queue ------------ */
 #define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
 #define CROWD_POLL_MS 200     /* longest a try polls for it */
-#define CROWD_COUNTING KL_MCS_CROWD_COUNTING           /* crowd's bits (locks/mcs.c): on */
+#define CROWD_COUNTING KL_MCS_CROWD_COUNTING           /* crowd's bits (locks/primitives/mcs.c): on */
 #define CROWD_QUEUED(w) ((w) & (CROWD_COUNTING - 1u))  /* counted waiters */
 #define CROWD_PASSIVE(w) ((w) >> 16)                   /* passive ones */
 #define LINK_NODE(v) ((struct kl_mcs_node *)((v) & ~(uintptr_t)3)) /* a link's node */

@@ -445,7 +445,7 @@ static void test_mutex_inline_paths_register_then_wait_and_wake(void **state)
 /* A spinner's claimed turn (the word is exactly SPINNER): with passes left (a credit), a
  * locker takes the free lock past the claim, counting the pass, then releases it keeping
  * the bit; once the passes are used up (a claim sets them so) it leaves the spinner the
- * turn (invariant I3 of locks/mutex.c) instead of taking it again. The spinner's state is
+ * turn (invariant I3 of locks/primitives/mutex.c) instead of taking it again. The spinner's state is
  * written by hand. */
 static void test_mutex_barges_past_a_claimed_turn_only_while_passes_last(void **state)
 {
@@ -506,7 +506,7 @@ static void test_mutex_spinner_leaves_a_relocking_holder_its_streak(void **state
 
 /* A holder that stalls (a host interrupt, a guest's timer tick) without releasing a lock
  * whose waits are short, on another CPU than its waiter: the waiter rides the stall out
- * instead of going to sleep (MTX_STALL_NS in locks/mutex.c). Each round takes a fresh
+ * instead of going to sleep (MTX_STALL_NS in locks/primitives/mutex.c). Each round takes a fresh
  * lock (nothing learnt yet), waits until the waiter spins (its record in the spin queue;
  * SPINNER shows only at its turn, 32 us on), keeps the lock STALL_HOLD_NS longer and
  * looks whether the waiter parked. With a budget shorter than the stall it parks every

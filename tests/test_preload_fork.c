@@ -8,7 +8,7 @@
  * first only for locks that do not check their owner (NORMAL mutexes, spinlocks, read
  * holds): it records owners by thread id, and the child's thread has a new one, so a
  * recursive or errorcheck mutex, or a write-held rwlock, answers EPERM or is corrupted in
- * the child. klock names owners by owner id (locks/thread.h: one per thread lifetime, in
+ * the child. klock names owners by owner id (locks/substrate/thread.h: one per thread lifetime, in
  * TLS), which the child's thread keeps - fork() copies it, and the forking thread's
  * record stays live - so all of them work. Threads that were waiting are gone: a child's unlock or signal must not
  * go to one of them (klock's parking lot forgets them in the child). Rows glibc fails run

@@ -20,7 +20,7 @@
 /* A timed lock's wait on a mutex nobody alive holds. */
 #define TIMEOUT_MS 20
 /* Threads whose first lock call comes after the address space is exhausted: one more
- * than a whole slab of thread records (KLI_THREAD_SLAB in locks/thread.h), so at least
+ * than a whole slab of thread records (KLI_THREAD_SLAB in locks/substrate/thread.h), so at least
  * one needs a new one whatever the process used before; no more than the reserve plus
  * the slab. */
 #define OOM_WORKERS 64

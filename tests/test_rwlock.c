@@ -604,7 +604,7 @@ static void *inline_first_writer(void *arg)
 /*
  * A new thread's write lock goes to the library (no owner id yet) and sleeps behind our
  * inline hold (a write hold, or a read hold if @reading), with WRWANT set in the word.
- * With @drop_wrwant, the bit is dropped first, as a stale drop may (I1 in locks/rwlock.c:
+ * With @drop_wrwant, the bit is dropped first, as a stale drop may (I1 in locks/primitives/rwlock.c:
  * wake-ups never depend on WRWANT): then the inline write unlock's CAS succeeds and only
  * its look at the sleeper counts (S2) and a call of the wake half stand between the
  * sleeper and sleeping for ever; without the drop, that CAS fails on the flag and the

@@ -19,9 +19,9 @@
 #define WATCHDOG_S 60
 /* Heavy fences one step of the per-CPU walk may pay (two trylocks, the burst's end). */
 #define FENCES_PER_CPU 4
-/* The hashed table's automatic size per online CPU (locks/hashlock.c HL_AUTO_PER_CPU). */
+/* The hashed table's automatic size per online CPU (locks/primitives/hashlock.c HL_AUTO_PER_CPU). */
 #define HL_STRIPES_PER_CPU 8u
-/* The crowding threshold's floor (locks/spin.c KLI_CROWD_MIN). */
+/* The crowding threshold's floor (locks/substrate/spin.c KLI_CROWD_MIN). */
 #define CROWD_MIN 2u
 
 static unsigned sysfs_possible(void)

@@ -57,8 +57,8 @@ static void test_ticket_excludes_under_contention(void **state)
 
 /* ---- FIFO: waiters are served in the order they took their tickets ------------------- */
 #define FIFO_WAITERS 3
-#define SLEEPERS_NEXT_ONE (1u << 14) /* sleepers: one next in line asleep (locks/ticket.c) */
-#define SLEEPERS_FENCED (1u << 31)   /* sleepers: the fenced mode's flag (locks/ticket.c) */
+#define SLEEPERS_NEXT_ONE (1u << 14) /* sleepers: one next in line asleep (locks/primitives/ticket.c) */
+#define SLEEPERS_FENCED (1u << 31)   /* sleepers: the fenced mode's flag (locks/primitives/ticket.c) */
 #define SLEEPERS_COUNTS(w) ((w) & ~SLEEPERS_FENCED)
 static int order[FIFO_WAITERS];
 static _Atomic int served;
@@ -89,7 +89,7 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 			klt_sleep_ms(1);
 	}
 	/* The two behind the next in line go to sleep at once; the next in line too, once it
-	 * has stayed awake ~1 ms (sleepers' bits 14-15, locks/ticket.c). (Where the queue
+	 * has stayed awake ~1 ms (sleepers' bits 14-15, locks/primitives/ticket.c). (Where the queue
 	 * is crowded - 3 tickets on 2 CPUs - the third waited passive first, then took its
 	 * ticket at its rotation timeout: arrival order still holds here, since each thread
 	 * has taken its ticket before the next one starts.) */
@@ -105,7 +105,7 @@ static void test_ticket_serves_in_arrival_order_waking_sleepers(void **state)
 /* ---- crowding: with kli_crowd_max tickets out, a newcomer waits without one ------------- */
 #define CROWD_ATTEMPTS 5      /* tries to catch the newcomer's passive wait (>= 1 ms each) */
 #define CROWD_POLL_MS 200     /* longest a try polls for it */
-#define SLEEPERS_PASSIVE(w) (SLEEPERS_COUNTS(w) >> 16) /* bits 16-30 (locks/ticket.c) */
+#define SLEEPERS_PASSIVE(w) (SLEEPERS_COUNTS(w) >> 16) /* bits 16-30 (locks/primitives/ticket.c) */
 
 static void *lock_unlock_once(void *arg)
 {

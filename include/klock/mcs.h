@@ -33,10 +33,10 @@
 KL_BEGIN_DECLS
 
 /* Where a node's second cache line starts (its awake flag's line, which the waiter writes
- * only when the flag changes: see locks/mcs.c). */
+ * only when the flag changes: see locks/primitives/mcs.c). */
 #define KL_MCS_NODE_LINE 64
 
-/* A waiter's queue node (fields private; see locks/mcs.c): two cache lines (128 bytes,
+/* A waiter's queue node (fields private; see locks/primitives/mcs.c): two cache lines (128 bytes,
  * 64-aligned). No initialisation needed. */
 struct kl_mcs_node {
 	KL_ATOMIC(uintptr_t) next;   /* successor's node (and a flag), once it has linked in */
@@ -47,7 +47,7 @@ struct kl_mcs_node {
 
 struct kl_mcs {
 	KL_ATOMIC(uintptr_t) tail;   /* last queued node (the holder's when alone), 0 = free */
-	KL_ATOMIC(uint32_t) crowd;   /* waiters queued and waiting passive (see locks/mcs.c) */
+	KL_ATOMIC(uint32_t) crowd;   /* waiters queued and waiting passive (see locks/primitives/mcs.c) */
 #if KLOCK_DEBUG_LOCKS
 	KL_ATOMIC(uintptr_t) holder; /* debug builds: holder's thread record, or a poison */
 #endif
@@ -86,11 +86,11 @@ KL_API void kl_mcs_unlock(struct kl_mcs *l, struct kl_mcs_node *node) KL_NONNULL
 /** kl_mcs_is_locked - true if someone holds @l (a racy snapshot, for assertions). */
 KL_API bool kl_mcs_is_locked(const struct kl_mcs *l) KL_NONNULL(1);
 
-/* node.locked of a holder that found the lock free (private; locks/mcs.c's MCS_HOLDER). */
+/* node.locked of a holder that found the lock free (private; locks/primitives/mcs.c's MCS_HOLDER). */
 #define KL_MCS_NODE_HOLDER 3u
-/* One passive waiter in crowd (private; locks/mcs.c's MCS_PASSIVE_ONE): the high half. */
+/* One passive waiter in crowd (private; locks/primitives/mcs.c's MCS_PASSIVE_ONE): the high half. */
 #define KL_MCS_CROWD_PASSIVE_ONE (1u << 16)
-/* crowd's counting-on bit (private; locks/mcs.c's MCS_COUNTING). */
+/* crowd's counting-on bit (private; locks/primitives/mcs.c's MCS_COUNTING). */
 #define KL_MCS_CROWD_COUNTING (1u << 15)
 
 /* The crowd half of kl_mcs_unlock(), for the inline unlock below: the unlock has freed @l
@@ -109,7 +109,7 @@ KL_API void kl_mcs_queued_(struct kl_mcs *l, struct kl_mcs_node *node,
  * As klock/ticket.h's (same build conditions, KLOCK_NO_INLINE to force the call). The
  * lock writes @node as the uncontended holder's (next 0, locked MCS_HOLDER: the hint a
  * successor reads) and, with crowd at 0 (counting off, nobody passive: no gate to
- * check, nobody to count), swaps it into tail: C1 of locks/mcs.c (acq_rel, pairing with
+ * check, nobody to count), swaps it into tail: C1 of locks/primitives/mcs.c (acq_rel, pairing with
  * C3, the last holder's release, and publishing the node's initialisation to a
  * successor). An empty tail means we hold the lock; else kl_mcs_queued_() links in
  * behind the old tail and waits, uncounted. The exchange comes without a test read of
@@ -151,7 +151,7 @@ static inline void kl_mcs_unlock_inline(struct kl_mcs *l, struct kl_mcs_node *no
 
 	/* A zero link is only tested, never followed: relaxed (the call's C6 is acquire).
 	 * C3 = P3: seq_cst, pairs with C1 of the next locker and with P1/P2 of a passive
-	 * waiter (locks/mcs.c). */
+	 * waiter (locks/primitives/mcs.c). */
 	if (__builtin_expect(atomic_load_explicit(&node->next, memory_order_relaxed) == 0 &&
 				     atomic_compare_exchange_strong_explicit(
 					     &l->tail, &mine, 0, memory_order_seq_cst,

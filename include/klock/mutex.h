@@ -43,7 +43,7 @@
 
 KL_BEGIN_DECLS
 
-/* Fields are private to the library (layout in locks/mutex.c's theory block). */
+/* Fields are private to the library (layout in locks/primitives/mutex.c's theory block). */
 struct kl_mutex {
 	KL_ATOMIC(uintptr_t) owner;  /* owner id | flag bits; 0 = unlocked, nobody waits */
 	KL_ATOMIC(uintptr_t) spinq;  /* tail of the queue of spinners (0 = nobody spins) */
@@ -114,10 +114,10 @@ KL_API bool kl_mutex_owned(const struct kl_mutex *m) KL_NONNULL(1);
 
 /* The calling thread's owner id, 0 until its first contended or misused call has
  * registered it with the library. Private: for the inline fast paths below
- * (locks/thread.h: kli_tls_owner, of which it is an alias). */
+ * (locks/substrate/thread.h: kli_tls_owner, of which it is an alias). */
 __attribute__((tls_model("initial-exec"))) KL_API extern __thread uintptr_t kl_mutex_self_;
 
-/* Private, shared with locks/mutex.c: the word's SPINNER bit (the spin queue's head claims
+/* Private, shared with locks/primitives/mutex.c: the word's SPINNER bit (the spin queue's head claims
  * its turn: KLI_MTX_SPINNER) and how many times in a row lockers may take the free lock
  * past that claim before one leaves it the turn (MTX_PASS_MAX, invariant I3; a claim
  * uses them up at once, a spinner that did not come when offered the lock grants more;
@@ -126,7 +126,7 @@ __attribute__((tls_model("initial-exec"))) KL_API extern __thread uintptr_t kl_m
 #define KL_MUTEX_PASS_MAX_ 4096
 
 #ifndef __cplusplus
-/* Private (locks/mutex.c and the inline paths below). Barging past a claimed turn whose
+/* Private (locks/primitives/mutex.c and the inline paths below). Barging past a claimed turn whose
  * spinner did not come when offered the lock (it lost its CPU): the word read @v, exactly
  * SPINNER (free, nobody asleep), and the passes are not used up. True if the caller @me
  * now holds @m. */
@@ -161,7 +161,7 @@ static inline bool kl_mutex_release_spinner_(struct kl_mutex *m, uintptr_t me, u
  * cost about a third of the pair (docs/design-adaptive.md, "Inline fast paths"). So in C
  * builds without instruments (the conditions of klock/rmlock.h's; define KLOCK_NO_INLINE
  * to force the calls) both are tried here first: the lock CASes the word from 0 (free,
- * nobody waiting) to the caller's owner id with acquire (M1 of locks/mutex.c, pairing with
+ * nobody waiting) to the caller's owner id with acquire (M1 of locks/primitives/mutex.c, pairing with
  * M2), the unlock from the owner id back to 0 with release (M2). When the CAS failed on a
  * word whose only flag is a spinner's claimed turn, the library's next step is done here
  * from the value the CAS returned: release keeping its bit (M2), or barge past it (M1)
@@ -177,7 +177,7 @@ static inline void kl_mutex_lock_inline(struct kl_mutex *m)
 {
 	uintptr_t me = kl_mutex_self_, v = 0;
 
-	/* M1: acquire, pairs with M2 in the previous holder's unlock (locks/mutex.c). */
+	/* M1: acquire, pairs with M2 in the previous holder's unlock (locks/primitives/mutex.c). */
 	if (__builtin_expect(me != 0 && atomic_compare_exchange_strong_explicit(
 						&m->owner, &v, me, memory_order_acquire,
 						memory_order_relaxed),

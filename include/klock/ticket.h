@@ -31,7 +31,7 @@
 
 KL_BEGIN_DECLS
 
-/* Fields are private to the library (see locks/ticket.c). */
+/* Fields are private to the library (see locks/primitives/ticket.c). */
 struct kl_ticket {
 	KL_ATOMIC(uint32_t) next;    /* next ticket to hand out */
 	KL_ATOMIC(uint32_t) owner;   /* ticket being served (== next: unlocked) */
@@ -97,7 +97,7 @@ KL_API void kl_ticket_wake_(struct kl_ticket *t, uint32_t owner, uint32_t sleepe
  * starts from scratch: a failed CAS took nothing.
  * The unlock is the library's, step for step: serve the next ticket (T3), the light
  * fence (S2, whose partner S1 is a sleeper's heavy fence), one load of sleepers; only
- * when someone sleeps, or the lock is in its fenced mode (locks/ticket.c), does it call
+ * when someone sleeps, or the lock is in its fenced mode (locks/primitives/ticket.c), does it call
  * the library's second half, kl_ticket_wake_().
  */
 #if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/lockstat.c - lockstat: contention profiles recorded on slow paths, per thread,
+ * locks/instruments/lockstat.c - lockstat: contention profiles recorded on slow paths, per thread,
  * merged when someone asks (NetBSD lockstat(8), FreeBSD LOCK_PROFILING).
  *
  * WHAT IS RECORDED. Every lock brackets a slow-path episode with kli_wait_begin/spin/

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/lockstat_impl.h - lockstat's internal side: the per-thread table (locks/lockstat.c
+ * locks/instruments/lockstat_impl.h - lockstat's internal side: the per-thread table (locks/instruments/lockstat.c
  * has the theory block), the entry points the seam and library start-up call, and the
  * sizes tests need.
  */
@@ -49,7 +49,7 @@ enum kli_ls_field {
 /* The key's third part: the lock kind, plus this bit for the shared (read) side. */
 #define KLI_LS_KF_READ 0x100u
 /* ... and this bit for a holder row: the key's site is where the lock's holder acquired it
- * (locks/lockstat.c, HOLDERS), and only CONTENDED, FAILED and WAIT_NS are counted. */
+ * (locks/instruments/lockstat.c, HOLDERS), and only CONTENDED, FAILED and WAIT_NS are counted. */
 #define KLI_LS_KF_HOLDER 0x200u
 /* ... and this bit for a stack row: the key's site is a hash of the call stack of a
  * contended acquisition, whose frames are stored in the row's KLI_LS_HIST fields (at
@@ -117,7 +117,7 @@ typedef int (*kli_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(
 
 /* Once per process, from libklock-preload's pthread_create() (never a lock call): starts
  * the control thread (with @create) that writes a snapshot report when klock-stat closes
- * KLOCK_LOCKSTAT_CTL (locks/lockstat.c). Nothing without KLOCK_LOCKSTAT_CTL. */
+ * KLOCK_LOCKSTAT_CTL (locks/instruments/lockstat.c). Nothing without KLOCK_LOCKSTAT_CTL. */
 void kli_lockstat_ctl_start(kli_thread_create_fn create);
 
 #if KLOCK_LOCKSTAT_HOLD

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/lockstat_report.c - lockstat's reports, built from a snapshot (lockstat.c).
+ * locks/instruments/lockstat_report.c - lockstat's reports, built from a snapshot (lockstat.c).
  *
  * Text, in NetBSD lockstat(8)'s form:
  *   Elapsed time: 2.01 seconds.

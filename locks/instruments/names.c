@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/names.c - the lock-name side table (address -> copied string) and the lock-group
+ * locks/instruments/names.c - the lock-name side table (address -> copied string) and the lock-group
  * registry (member address range -> owner lock, names_impl.h).
  *
  * Hashed chains under one wordlock for names; an unordered list for groups (few, and

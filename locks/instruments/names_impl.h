@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* locks/names_impl.h - the name table's internal side, and lock groups. */
+/* locks/instruments/names_impl.h - the name table's internal side, and lock groups. */
 #ifndef KL_NAMES_IMPL_H
 #define KL_NAMES_IMPL_H
 

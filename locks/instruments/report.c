@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/report.c - one place that prints contract violations, so every debug check and
+ * locks/instruments/report.c - one place that prints contract violations, so every debug check and
  * instrument speaks the same way:
  *
  *   klock: unlock of a lock not held: mutex "cache" (0x5581...) from worker+0x3a (./app)

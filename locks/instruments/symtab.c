@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/symtab.c - names for code addresses that dladdr(3) cannot name.
+ * locks/instruments/symtab.c - names for code addresses that dladdr(3) cannot name.
  *
  * dladdr only sees the dynamic symbol table: exported functions of shared libraries, and
  * of executables linked with -rdynamic. The callers that reports most need to name -

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/witness.c - the lock-order checker: FreeBSD WITNESS / Linux lockdep for userspace.
+ * locks/instruments/witness.c - the lock-order checker: FreeBSD WITNESS / Linux lockdep for userspace.
  *
  * What it is. A consumer of the hook seam (hooks.h), built with -Dwitness=true. It never
  * looks inside a lock: it sees acquire (before trying), acquired, release, created and

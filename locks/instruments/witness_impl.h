@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/witness_impl.h - the witness's side of the hook seam (called only from hooks.c,
+ * locks/instruments/witness_impl.h - the witness's side of the hook seam (called only from hooks.c,
  * only in -Dwitness=true builds). Public controls are in klock/witness.h.
  */
 #ifndef KL_WITNESS_IMPL_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/cond.c - kl_cond, the condition variable for kl_mutex.
+ * locks/primitives/cond.c - kl_cond, the condition variable for kl_mutex.
  *
  * What it is. WebKit's WTF::Condition on klock's parking lot, plus requeue: a waiter
  * parks on the condvar's address; signal unparks the longest waiter; broadcast unparks

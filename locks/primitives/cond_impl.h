@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/cond_impl.h - kl_cond's internal entry for libklock-preload's pthread_cond_*: a
+ * locks/primitives/cond_impl.h - kl_cond's internal entry for libklock-preload's pthread_cond_*: a
  * wait on a realtime deadline, with a validate step under the bucket lock and a cookie by
  * which one waiter can be woken alone (the interposer's pthread_cancel, preload/cond.c).
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/hashlock.c - kl_hashlock, hashed lock tables (lock striping), and kl_lockobj,
+ * locks/primitives/hashlock.c - kl_hashlock, hashed lock tables (lock striping), and kl_lockobj,
  * reference-counted shared lock objects.
  *
  * What it is. FreeBSD's mtx_pool (kern_mtxpool.c) and NetBSD's hashed locks (pmap's 32

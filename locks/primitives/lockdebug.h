@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/lockdebug.h - owner tracking for locks whose state word cannot name the owner
+ * locks/primitives/lockdebug.h - owner tracking for locks whose state word cannot name the owner
  * (the ticket and MCS spinlocks), compiled only into debug builds (-Ddebug_locks=true,
  * KLOCK_DEBUG_LOCKS). Such a lock gets a `holder` word: 0 when free, the holder's owner
- * id while held (locks/thread.h: never reused, so a lock left held by a thread that
+ * id while held (locks/substrate/thread.h: never reused, so a lock left held by a thread that
  * exited is nobody's), KLI_DBG_POISON after destroy. Each check reports through kli_report()
  * (naming the lock and the caller) and returns false, and the caller then skips the
  * operation, so a warn-mode run (KLOCK_ON_ERROR=warn) neither corrupts nor deadlocks.

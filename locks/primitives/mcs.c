@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/mcs.c - kl_mcs, the MCS queue spinlock with caller-owned nodes.
+ * locks/primitives/mcs.c - kl_mcs, the MCS queue spinlock with caller-owned nodes.
  *
  * What it is. Mellor-Crummey & Scott (1991), as in ck_spinlock_mcs and the queue half of
  * Linux's qspinlock: the lock is a tail pointer; a locker appends its node with one
@@ -36,7 +36,7 @@
  *   crowd         bits 0-14: counted waiters (from before their exchange until granted);
  *                 bit 15 MCS_COUNTING: newcomers count themselves (the queue has run
  *                 deeper than the CPUs); bits 16-31: passive waiters parked on &crowd
- *   holder        debug builds only (locks/lockdebug.h)
+ *   holder        debug builds only (locks/primitives/lockdebug.h)
  * Invariants: the nodes from the holder's to tail form the FIFO of waiters, except for a
  * successor between its exchange and its link store (C2): the holder's unlock waits for it.
  * A waiter reads its predecessor's node only before C2 (the predecessor cannot hand over,

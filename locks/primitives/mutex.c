@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/mutex.c - kl_mutex, the adaptive spin-then-park mutex.
+ * locks/primitives/mutex.c - kl_mutex, the adaptive spin-then-park mutex.
  *
  * What it is. The kernel adaptive mutex (Linux mutex + OSQ, FreeBSD mtx + lock_delay,
  * NetBSD/Solaris adaptive mutex) in userspace, with WebKit's ParkingLot for the sleep
@@ -15,7 +15,7 @@
  * stands in for it.
  *
  * State word `owner` (uintptr_t; owner ids are multiples of 128, bits 0-6 are flags):
- *   bits 7..63  owner: the holder's owner id (kli_tls_owner, locks/thread.h), or 0 when
+ *   bits 7..63  owner: the holder's owner id (kli_tls_owner, locks/substrate/thread.h), or 0 when
  *               nobody holds it. An id, not the thread record: records are recycled, ids
  *               never, so a mutex left locked by a thread that exited stays locked and
  *               owned by nobody alive (no later thread passes the owner checks: lock
@@ -33,7 +33,7 @@
  *                     so misuse is detected on slow paths only.
  *   bits 3-6          always 0.
  *   0 = unlocked, nobody waiting: the only value the lock fast path accepts.
- * Other fields: `spinq` the OSQ tail (locks/osq.h); `spin_ns` the EWMA of recent successful
+ * Other fields: `spinq` the OSQ tail (locks/substrate/osq.h); `spin_ns` the EWMA of recent successful
  * spin times (spin.h; written by the spin queue's head only); `passes` how many lockers
  * took the free lock past a claimed turn (SPINNER set): the spinner sets it to
  * MTX_PASS_MAX when it claims (no more barging) and to 0 when it wins, a polite locker

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/mutex_impl.h - kl_mutex internals shared with kl_cond (locks/cond.c), which
+ * locks/primitives/mutex_impl.h - kl_mutex internals shared with kl_cond (locks/primitives/cond.c), which
  * requeues its waiters onto a mutex's sleep queue and must speak the mutex's protocol:
  * the state word's bits, the park key, the hand-off token. The theory is in mutex.c.
  */

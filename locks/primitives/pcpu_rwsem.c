@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/pcpu_rwsem.c - kl_pcpu_rwsem: Linux percpu-rwsem + rcu_sync in userspace.
+ * locks/primitives/pcpu_rwsem.c - kl_pcpu_rwsem: Linux percpu-rwsem + rcu_sync in userspace.
  *
  * WHAT. Linux's percpu_rw_semaphore: a reader, with preemption disabled, checks that
  * rcu_sync is idle and does this_cpu_inc(read_count); a writer flips rcu_sync (one RCU
@@ -42,7 +42,7 @@
  *     slots[limit] only atomically (threads whose rseq area is not registered); in atomic
  *     mode every update is atomic. Readers inside = sum(lock) - sum(unlock) mod 2^64.
  *   wsleep: 1 while the draining writer sleeps on it. owner: the writer's owner id
- *   (locks/thread.h: never a recycled record).
+ *   (locks/substrate/thread.h: never a recycled record).
  *
  * INVARIANTS.
  *   I1 KL_PCPU_FAST is set only in state IDLE; the state leaves IDLE only under gp_lock,

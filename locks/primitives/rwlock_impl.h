@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/rwlock_impl.h - kl_rwlock for the interposer: the read lock without the writer
+ * locks/primitives/rwlock_impl.h - kl_rwlock for the interposer: the read lock without the writer
  * preference, for a realtime reader that outranks every blocked writer (XSH
  * pthread_rwlock_rdlock with SCHED_FIFO/SCHED_RR threads; the caller decides that, the
  * interposer counts its blocked realtime writers), and a look at who holds the lock. The

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/seqlock.c - kl_seqlock: Linux seqlock_t (seqcount + writer lock), FreeBSD's
+ * locks/primitives/seqlock.c - kl_seqlock: Linux seqlock_t (seqcount + writer lock), FreeBSD's
  * timehands generation counters.
  *
  * STATE. seq: bit 0 set while a writer is writing; the value counts writes (x2).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/ticket.c - kl_ticket, the FIFO ticket spinlock.
+ * locks/primitives/ticket.c - kl_ticket, the FIFO ticket spinlock.
  *
  * What it is. The classic ticket lock (Linux x86 spinlocks 2008-2014, before qspinlock;
  * ck_spinlock_ticket): two 32-bit counters. A locker takes `next` with one fetch-add and
@@ -21,7 +21,7 @@
  *             so the uncontended unlock asks "anyone asleep?" with one load;
  *             bit 31 TICKET_FENCED: the fenced mode (below): a sleeper needs no heavy
  *             fence, and every unlock takes the library's fence and second look (W1)
- *   holder    debug builds only: the holder's record (locks/lockdebug.h)
+ *   holder    debug builds only: the holder's record (locks/primitives/lockdebug.h)
  * Invariants: owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
  * owner. A waiter further back parks only while its ticket is at least two places from
  * being served (my - owner >= 2, checked under the bucket lock); the next in line parks

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/ticket_impl.h - kl_ticket on behalf of another exported function (kl_hashlock's
+ * locks/primitives/ticket_impl.h - kl_ticket on behalf of another exported function (kl_hashlock's
  * ticket stripes): the same operations as kl_ticket_lock/trylock/unlock, with the hooks,
  * debug reports and lockstat rows naming @site, the caller of that exported function,
  * instead of the library function that called kl_ticket_*. The theory is in ticket.c.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/clock.c - monotonic time and the cycle-counter calibration that spin budgets use.
+ * locks/substrate/clock.c - monotonic time and the cycle-counter calibration that spin budgets use.
  *
  * Spin budgets are expressed in nanoseconds (a PAUSE costs 10 cycles on one core and 140
  * on the next, so counting iterations means nothing) and checked against kl_arch_cycles(),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/cpu.c - picks the CPU-index source once (see cpu.h) and implements the fallbacks.
+ * locks/substrate/cpu.c - picks the CPU-index source once (see cpu.h) and implements the fallbacks.
  *
  * glibc >= 2.35 registers an rseq area for every thread and exports __rseq_offset and
  * __rseq_size; they are referenced weakly so the library also loads on older or other C

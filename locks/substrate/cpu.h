@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/cpu.h - the current-CPU index for per-CPU data, inline for lock fast paths.
+ * locks/substrate/cpu.h - the current-CPU index for per-CPU data, inline for lock fast paths.
  *
  * Sources, best first (chosen once in kli_cpu_init(), fixed afterwards):
  *   rseq+mm_cid  glibc's registered rseq area, mm_cid field (Linux 6.3+): a dense id unique

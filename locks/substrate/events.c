@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/events.c - the process's lock event counters (locks/events.h) and their public
+ * locks/substrate/events.c - the process's lock event counters (locks/substrate/events.h) and their public
  * reader, kl_lock_events().
  */
 #include <string.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/events.h - the process's lock event counters: the events whose cost grows with
+ * locks/substrate/events.h - the process's lock event counters: the events whose cost grows with
  * the number of CPUs (heavy fences: a membarrier interrupts every CPU that runs one of
  * our threads), the sleeps and wake-ups (system calls), and hand-overs that had to wait
  * for a wake-up. Always counted, on slow paths only: a 2-CPU machine cannot show what

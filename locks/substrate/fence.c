@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/fence.c - membarrier probe/registration and the heavy fence.
+ * locks/substrate/fence.c - membarrier probe/registration and the heavy fence.
  *
  * At library load (single-threaded, microseconds) we QUERY membarrier and, if
  * PRIVATE_EXPEDITED is offered, REGISTER for it; only then does the light fence become a

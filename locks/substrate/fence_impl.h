@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/fence_impl.h - the asymmetric fence pair for lock code (public contract in
+ * locks/substrate/fence_impl.h - the asymmetric fence pair for lock code (public contract in
  * klock/fence.h). The light half is inline: one load of a flag that never changes after
  * start-up, then a compiler barrier (membarrier mode) or a full fence (fallback mode).
  */

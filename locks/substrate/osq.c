@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/osq.c - the optimistic spin queue (contract in osq.h).
+ * locks/substrate/osq.c - the optimistic spin queue (contract in osq.h).
  *
  * The algorithm is Linux's osq_lock.c (Peter Zijlstra, Waiman Long) with thread records
  * for per-CPU nodes and a thread pointer for the encoded CPU number:

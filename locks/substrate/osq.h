@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/osq.h - the optimistic spin queue (Linux kernel/locking/osq_lock.c): an MCS queue
+ * locks/substrate/osq.h - the optimistic spin queue (Linux kernel/locking/osq_lock.c): an MCS queue
  * of would-be spinners, so that only the queue's head polls a contended lock word while
  * the others each poll a flag in their own thread record. Without it, N waiters polling
  * one word turn every release into N cache-line transfers.

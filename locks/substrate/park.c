@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/park.c - the queueing parking lot (contract and ordering in park.h).
+ * locks/substrate/park.c - the queueing parking lot (contract and ordering in park.h).
  *
  * Invariant: a record is in a bucket queue iff its park_state is KLI_PARK_WAITING, and
  * both change only under that bucket's lock. So a thread whose wait timed out can tell,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/park.h - the queueing parking lot (WebKit ParkingLot, NetBSD turnstile hash,
+ * locks/substrate/park.h - the queueing parking lot (WebKit ParkingLot, NetBSD turnstile hash,
  * dgwynne's parking mutex): threads queue FIFO on an address and sleep on their own
  * record's futex word, so a lock stays one word and its unlocker can pick WHICH waiter
  * wakes and hand it a token (direct hand-off), learn whether more waiters remain (to clear

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* locks/spin.c - the machine-dependent part of spin.h: the backoff cap, the crowding
+/* locks/substrate/spin.c - the machine-dependent part of spin.h: the backoff cap, the crowding
  * threshold. */
 #include "spin.h"
 #include "topology_impl.h"

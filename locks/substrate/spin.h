@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/spin.h - time-budgeted spinning, the one spin loop every lock builds on.
+ * locks/substrate/spin.h - time-budgeted spinning, the one spin loop every lock builds on.
  *
  * Budgets are in nanoseconds, checked against kl_arch_cycles() (one instruction on
  * x86_64/aarch64), because a relax hint costs 10 cycles on one core and 140 on the next.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/thread.c - the thread registry (see thread.h for the contract).
+ * locks/substrate/thread.c - the thread registry (see thread.h for the contract).
  *
  * Publication: a new record is fully initialised, then pushed on the registry list with a
  * release CAS (R1); scanners load the head with acquire (R2) and follow all_next, which is

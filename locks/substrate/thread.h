@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/thread.h - the thread registry: one record per thread that has used klock.
+ * locks/substrate/thread.h - the thread registry: one record per thread that has used klock.
  *
  * A record is created on a thread's first use of something that needs it (kli_self()),
  * found through an initial-exec TLS pointer (two instructions), and recycled when the
@@ -47,7 +47,7 @@
 #include "kl_internal.h"
 
 struct kli_witness_thread;
-struct kli_ls_table;   /* locks/lockstat_impl.h */
+struct kli_ls_table;   /* locks/instruments/lockstat_impl.h */
 
 /* kli_thread.rdm_role: why a thread is parked on a read-mostly lock. */
 enum { KLI_RDM_NONE, KLI_RDM_READER, KLI_RDM_WRITER };
@@ -55,7 +55,7 @@ enum { KLI_RDM_NONE, KLI_RDM_READER, KLI_RDM_WRITER };
 #define KLI_RDM_TRACK 8
 
 struct kli_thread {
-	/* -- parking lot (locks/park.c); all fields under the bucket lock but park_state */
+	/* -- parking lot (locks/substrate/park.c); all fields under the bucket lock but park_state */
 	_Atomic uint32_t park_state;    /* futex word: KLI_PARK_WAITING while queued */
 	uint32_t park_pad;
 	struct kli_thread *park_next;   /* FIFO queue link in the bucket */
@@ -64,8 +64,8 @@ struct kli_thread {
 	uint64_t park_since;            /* kli_now_ns() when it parked (fairness) */
 	uintptr_t park_cookie;          /* the request's cookie (kli_unpark_cookie) */
 
-	/* -- adaptive locks: the OSQ spinner node (locks/osq.c) and the mutex waiter's
-	 *    hand-off bookkeeping (locks/mutex.c) */
+	/* -- adaptive locks: the OSQ spinner node (locks/substrate/osq.c) and the mutex waiter's
+	 *    hand-off bookkeeping (locks/primitives/mutex.c) */
 	_Atomic(struct kli_thread *) osq_next; /* successor queued behind us */
 	_Atomic(struct kli_thread *) osq_prev; /* predecessor; rewritten when it unqueues */
 	_Atomic uint32_t osq_locked;    /* 1: the predecessor passed us the head of the queue */
@@ -83,16 +83,16 @@ struct kli_thread {
 	pid_t tid;                      /* kernel thread id of the current owner */
 	uintptr_t owner;                /* the current thread's owner id (kli_tls_owner) */
 
-	/* -- witness (locks/witness.c, -Dwitness=true only): the held-lock stack, allocated
+	/* -- witness (locks/instruments/witness.c, -Dwitness=true only): the held-lock stack, allocated
 	 *    on the thread's first acquisition and kept with the record when it is recycled
 	 *    (the exit hook empties it). Other threads read it only to describe a report. */
 	_Atomic(struct kli_witness_thread *) witness;
-	/* -- lockstat (locks/lockstat.c): this thread's contention table, allocated on its
+	/* -- lockstat (locks/instruments/lockstat.c): this thread's contention table, allocated on its
 	 * first recorded episode and kept with the record when it is recycled. Only the
 	 * owner writes the table; reports read it under the table's seqcount. */
 	_Atomic(struct kli_ls_table *) lockstat;
 
-	/* -- read-mostly locks (locks/rmlock.c, locks/pcpu_rwsem.c) */
+	/* -- read-mostly locks (locks/primitives/rmlock.c, locks/primitives/pcpu_rwsem.c) */
 	uint8_t rdm_role;               /* KLI_RDM_READER/WRITER: what this thread is parked
 	                                 * for; read by the unparker under the bucket lock */
 	uint32_t rdm_pcpu_n;            /* debug builds: pcpu_rwsem read holds outstanding */
@@ -103,7 +103,7 @@ struct kli_thread {
 	 * is parked (kli_thread_ovf_*() in thread.c). */
 	uintptr_t *rm_ovf;
 	uint32_t rm_ovf_n, rm_ovf_cap;
-	/* kl_rwlock's biased read holds (locks/rwlock.c): slot i holds the address of a
+	/* kl_rwlock's biased read holds (locks/primitives/rwlock.c): slot i holds the address of a
 	 * kl_rwlock in column i that this thread read-holds through its bias, or 0. Its own
 	 * KL_ARCH_PAD-aligned block: only this thread writes it, writers revoking a bias
 	 * read it (and a release of another thread's hold clears it, see rwlock.c). */

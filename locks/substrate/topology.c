@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/topology.c - kl_topology(): hwloc at first use, sysconf() if hwloc fails.
+ * locks/substrate/topology.c - kl_topology(): hwloc at first use, sysconf() if hwloc fails.
  *
  * Loading an hwloc topology reads sysfs and takes milliseconds, so it happens on the
  * first kl_topology() call (pthread_once), not at library load. What start-up needs

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* locks/topology_impl.h - the topology's internal side. */
+/* locks/substrate/topology_impl.h - the topology's internal side. */
 #ifndef KL_TOPOLOGY_IMPL_H
 #define KL_TOPOLOGY_IMPL_H
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/wait_futex.c - kl_wait()/kl_wake() on Linux futex(2).
+ * locks/substrate/wait_futex.c - kl_wait()/kl_wake() on Linux futex(2).
  *
  * FUTEX_WAIT_BITSET with FUTEX_BITSET_MATCH_ANY is FUTEX_WAIT with an ABSOLUTE timeout,
  * measured on CLOCK_MONOTONIC (no FUTEX_CLOCK_REALTIME): exactly kl_wait()'s contract, and

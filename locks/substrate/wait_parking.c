@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/wait_parking.c - kl_wait()/kl_wake() for systems without a futex: a parking lot.
+ * locks/substrate/wait_parking.c - kl_wait()/kl_wake() for systems without a futex: a parking lot.
  *
  * Addresses hash to one of PARK_BUCKETS buckets; each bucket is a pthread mutex guarding a
  * doubly linked queue of waiters, and each waiter (on its own stack) has a condvar on

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/wordlock.h - the library's own internal lock: a 32-bit futex mutex (Drepper's
+ * locks/substrate/wordlock.h - the library's own internal lock: a 32-bit futex mutex (Drepper's
  * "mutex 3"), used for bookkeeping inside klock (parking-lot buckets, the thread registry,
  * name and statistics tables) where taking a kl_mutex would recurse into the code being
  * protected, and where pthread_mutex cannot be used because libklock-preload replaces it.
