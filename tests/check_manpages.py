@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'man'))
+# man/names.py: the man folder of the source tree this checker sits in (at any depth).
+sys.path.insert(0, str(next(d / 'man' for d in Path(__file__).resolve().parents
+                            if (d / 'man' / 'names.py').is_file())))
 from names import page_names  # noqa: E402
 
 # nm -D types of functions: text, weak, indirect (ifunc).
