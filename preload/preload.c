@@ -144,7 +144,7 @@
  * table, lockstat's maps, the thread registry) reset themselves in the child, and the
  * parking lot forgets the threads that were queued (locks/substrate/park.c); this library resets
  * its node-pool lock and frees the condvars' cancellation slots (preload/cond.c). Tested
- * in tests/test_preload_fork.c.
+ * in tests/preload/test_preload_fork.c.
  *
  * Call sites. klock's lockstat and reports name the caller of the lock function, which
  * here is an interposer. Every interposer first stores its own caller in the thread's

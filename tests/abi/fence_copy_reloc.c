@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/fence_copy_reloc.c - klock/fence.h's kl_fence_asym_ as a non-PIE program sees it.
+ * tests/abi/fence_copy_reloc.c - klock/fence.h's kl_fence_asym_ as a non-PIE program sees it.
  *
  * Built without -fpie and linked against the shared libklock, this program reads the
  * variable directly, so the linker gives it its own copy (an R_X86_64_COPY-style copy

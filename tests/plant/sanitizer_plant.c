@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/sanitizer_plant.c - race detectors still see through klock locks: ThreadSanitizer
+ * tests/plant/sanitizer_plant.c - race detectors still see through klock locks: ThreadSanitizer
  * (-Db_sanitize=thread), helgrind and DRD (-Dvalgrind=enabled).
  *
  * klock's locks synchronise in ways these tools cannot follow on their own (relaxed state

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""klock-stat on a scripted program (tests/stat_target.c): what a user relies on.
+"""klock-stat on a scripted program (tests/preload/stat_target.c): what a user relies on.
 
     klock_stat_checks.py CHECK --stat KLOCK_STAT --preload LIB --target STAT_TARGET
 
@@ -13,7 +13,7 @@ CHECK is one of:
   sites   call sites are the program's: contended jemalloc arena mutexes are charged to
           the program's function, not to libjemalloc.so.2 (skipped without jemalloc); a
           wait inside an allocator with no program frame on the stack (a TSD destructor at
-          thread exit, tests/stat_exit_shim.c) is charged to libc's thread-exit code, not
+          thread exit, tests/preload/stat_exit_shim.c) is charged to libc's thread-exit code, not
           to the allocator; and a stripped program that rewrites argv[0] (setproctitle) is
           named by its file
 
@@ -21,7 +21,7 @@ CHECK is one of:
           target_locks[N]); -M folds the 64-mutex array into one row target_locks[*] with
           the summed counts, -m folds a function's call sites into one caller row
 
-  first_use  heap mutexes never initialised by a call (calloc()ed zeroes, tests/stat_target.c
+  first_use  heap mutexes never initialised by a call (calloc()ed zeroes, tests/preload/stat_target.c
           --heap-static) are labelled by their first lock call, first@target_first_use+0x..,
           while the static locks the program also adopts on first use keep their symbol
           names (target_lock); -M folds the heap ones into one row first@...[*] with the
@@ -57,7 +57,7 @@ CHECK is one of:
           thread still holds a lock still gets its report, in JSON and in text, under its
           own pid, with the contention it recorded (target_lock)
 
-  cpp     a C++ program's (tests/stat_target_cpp.cpp) lock and caller are demangled in the
+  cpp     a C++ program's (tests/preload/stat_target_cpp.cpp) lock and caller are demangled in the
           text and JSON reports (tpool::thread_pool::lock_,
           tpool::thread_pool::set_concurrency(unsigned int)+0x..), JSON keeps the mangled
           names in "mangled", and -F / -L patterns select the demangled names (and still

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/preload_ctor_shim.c - a library whose constructor uses every kind of pthread lock
+ * tests/preload/preload_ctor_shim.c - a library whose constructor uses every kind of pthread lock
  * before libklock-preload's constructor has run (LiTL's litl#1 crash: a lock call before
  * the interposer's constructor). Preloaded after libklock-preload.so, so ld.so runs this
  * constructor first. It prints one line, which the test driver checks.
  *
- * Its first call is malloc(): with tests/preload_malloc_shim.c preloaded too, that is the
+ * Its first call is malloc(): with tests/preload/preload_malloc_shim.c preloaded too, that is the
  * thread's first lock call, on the heap mutex, made before the interposer's constructor
  * (as jemalloc's constructor locks its init mutex): klock attaches the thread there, in
  * the middle of the heap mutex's lock call, and must not allocate while it does.

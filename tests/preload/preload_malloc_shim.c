@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/preload_malloc_shim.c - a malloc that takes a pthread mutex around every call, as
+ * tests/preload/preload_malloc_shim.c - a malloc that takes a pthread mutex around every call, as
  * jemalloc does. Under libklock-preload that mutex is a klock mutex, so klock must never
  * call malloc on a path that a lock call can reach before the calling thread's record
- * exists (the recursion would never end) - tests/preload_programs.py runs programs with
+ * exists (the recursion would never end) - tests/preload/preload_programs.py runs programs with
  * this shim preloaded after libklock-preload.so.
  *
  * KLTEST_MALLOC_SHIM_STRICT=1: a malloc() called from inside the heap mutex's own lock or

@@ -6,7 +6,7 @@
                               [--ctor-shim LIB] [--malloc-shim LIB]
 
 CHECK is one of:
-  smoke     tests/preload_smoke.c under every KLOCK_MUTEX/KLOCK_RWLOCK choice (and an
+  smoke     tests/preload/preload_smoke.c under every KLOCK_MUTEX/KLOCK_RWLOCK choice (and an
             unknown one, which must warn and carry on): the same output as without it
   shims     the smoke program with a library whose constructor locks before the preload's
             constructor ran, and a malloc that takes a pthread mutex (as jemalloc does)

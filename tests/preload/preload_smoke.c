@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/preload_smoke.c - a small multithreaded pthread program for the preload's
- * program tests (tests/preload_programs.py): threads hammer one mutex (with a condvar
+ * tests/preload/preload_smoke.c - a small multithreaded pthread program for the preload's
+ * program tests (tests/preload/preload_programs.py): threads hammer one mutex (with a condvar
  * round every so often), one rwlock and one spinlock, then it prints a checksum that any
  * correct lock implementation reproduces. Its functions are exported (export_dynamic) so
  * klock-stat can name them: smoke_bump() is where the hot mutex is taken.

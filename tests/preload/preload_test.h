@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/preload_test.h - what the libklock-preload tests share.
+ * tests/preload/preload_test.h - what the libklock-preload tests share.
  *
  * The preload tests are plain pthread programs (they link no klock). meson runs each
  * twice: without the preload, where the expectations are checked against glibc itself

@@ -18,7 +18,7 @@ CHECK is one of:
                oversized answer): klock-stat never dies of a signal or a sanitizer error,
                never prints a control character, and its -j output is JSON or nothing
 
-STAT_CHANNEL is tests/stat_channel.c (serves the channel without the interposer).
+STAT_CHANNEL is tests/preload/stat_channel.c (serves the channel without the interposer).
 """
 import argparse
 import json

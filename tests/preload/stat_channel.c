@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/stat_channel.c - a process that serves lockstat's attach channel without the
- * interposer (tests/stat_attach_checks.py): linked with klock itself, so it also runs in
+ * tests/preload/stat_channel.c - a process that serves lockstat's attach channel without the
+ * interposer (tests/preload/stat_attach_checks.py): linked with klock itself, so it also runs in
  * sanitizer builds, where libklock-preload cannot be preloaded.
  *
  *   KLOCK_LOCKSTAT=1 stat-channel [--wait-go]

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/stat_exit_shim.c - stands in for an allocator that flushes a per-thread cache
+ * tests/preload/stat_exit_shim.c - stands in for an allocator that flushes a per-thread cache
  * under its own pthread mutex when a thread exits (jemalloc's tcache/arena unbinding):
  * a thread-specific-data destructor that locks shim_lock. At that point the stack is
  * libc's start_thread -> TSD destructors -> this library: no program frame at all.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/stat_target.c - a scripted pthread program for klock-stat's checks
- * (tests/klock_stat_checks.py). Not linked with -rdynamic: its functions are static, so
+ * tests/preload/stat_target.c - a scripted pthread program for klock-stat's checks
+ * (tests/preload/klock_stat_checks.py). Not linked with -rdynamic: its functions are static, so
  * only the executable's own symbol table can name them.
  *
  *   stat-target [--title] [--serve] [--malloc] [--exit] [--array] [--heap] [--late]
@@ -13,7 +13,7 @@
  *   --malloc  workers then churn malloc/free in target_alloc_loop(); with an allocator
  *             that guards its arenas with pthread mutexes (jemalloc, thread cache off,
  *             one arena) those mutexes are contended from inside the allocator.
- *   --exit    (with tests/stat_exit_shim.c preloaded) then a worker exits while the main
+ *   --exit    (with tests/preload/stat_exit_shim.c preloaded) then a worker exits while the main
  *             thread holds the shim's mutex: the worker's wait happens in the shim's TSD
  *             destructor, on a stack with no program frame (libc's thread exit).
  *   --title   then rewrites argv[] in place, as setproctitle() does.
@@ -310,7 +310,7 @@ static void *array_worker(void *arg)
 	return NULL;
 }
 
-/* The shim's entry points (tests/stat_exit_shim.c), looked up at run time. */
+/* The shim's entry points (tests/preload/stat_exit_shim.c), looked up at run time. */
 struct exit_shim {
 	void (*hold)(int on);
 	void (*arm)(void);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * tests/stat_target_cpp.cpp - a C++ program for klock-stat's demangling check
- * (tests/klock_stat_checks.py, check cpp). A worker thread blocks in
+ * tests/preload/stat_target_cpp.cpp - a C++ program for klock-stat's demangling check
+ * (tests/preload/klock_stat_checks.py, check cpp). A worker thread blocks in
  * tpool::thread_pool::set_concurrency(unsigned int) on the static member mutex
  * tpool::thread_pool::lock_ while the main thread holds it (the main thread lets it in
  * once the worker sleeps in the kernel): one contended acquisition, whose lock and caller

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_preload_api.c - the pthread API the preload claims, as tables:
+ * tests/preload/test_preload_api.c - the pthread API the preload claims, as tables:
  * every mutex function x mutex type x way of creating it x state x error case, the same
  * for rwlocks (every kind) and spinlocks; then the objects glibc keeps (process-shared,
  * robust, priority inheritance) and the recursive read a waiting writer must not block.

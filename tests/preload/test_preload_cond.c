@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_preload_cond.c - condition variables under the preload, with every kind of
+ * tests/preload/test_preload_cond.c - condition variables under the preload, with every kind of
  * mutex they can meet: klock's (normal, recursive, errorcheck; static or initialised) and
  * glibc's (robust, process-shared), which a klock condvar serves on its generic path.
  * Signal, broadcast, timed waits on both clocks, the errors glibc gives, a recursive

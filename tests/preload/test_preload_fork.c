@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_preload_fork.c - fork() with locks held, and with threads waiting on them.
+ * tests/preload/test_preload_fork.c - fork() with locks held, and with threads waiting on them.
  *
  * A child of a multi-threaded process inherits every lock in the state it had, but only
  * the forking thread. A lock the forking thread held is held by the child's thread, which

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_preload_rt.c - realtime readers (XSH pthread_rwlock_rdlock): with
+ * tests/preload/test_preload_rt.c - realtime readers (XSH pthread_rwlock_rdlock): with
  * SCHED_FIFO/SCHED_RR threads, a reader gets the read lock unless a writer holds it or a
  * writer of higher or equal priority is blocked on it. klock's rwlock prefers waiting
  * writers; under the interposer a realtime reader that outranks every blocked writer must

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_preload_sleep.c - under the interposer, a thread blocked behind a pthread
+ * tests/preload/test_preload_sleep.c - under the interposer, a thread blocked behind a pthread
  * mutex or rwlock that another thread holds for a long time sleeps, whatever KLOCK_MUTEX /
  * KLOCK_RWLOCK select (issue 13 item 10: with KLOCK_MUTEX=ticket or mcs the next in line
  * used to spin, then yield for ever - 2.4 s and 2.9 s of CPU in a 3 s wait, 0 under

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_preload_threads.c - pthread mutexes across thread lifetimes and without
+ * tests/preload/test_preload_threads.c - pthread mutexes across thread lifetimes and without
  * memory (issue 13 items 4 and 5), as glibc answers them.
  *
  * A thread that exits holding an ERRORCHECK or RECURSIVE mutex, or write-holding an

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_stat_answer.c - klock-stat --attach's answer checks (preload/stat_attach.c)
+ * tests/preload/test_stat_answer.c - klock-stat --attach's answer checks (preload/stat_attach.c)
  * fed random and mutated answers: random bytes, random JSON-ish token soup, and real
  * lockstat reports (text and JSON) with bits flipped, bytes replaced, terminal escapes,
  * C1 controls, broken UTF-8 and brackets inserted, ranges cut, repeated or truncated.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/lockstat_demo.c - a small program for the KLOCK_LOCKSTAT=... test
- * (tests/lockstat_env_check.py): the main thread holds "demo_lock" while demo_worker()
+ * tests/unit/lockstat_demo.c - a small program for the KLOCK_LOCKSTAT=... test
+ * (tests/unit/lockstat_env_check.py): the main thread holds "demo_lock" while demo_worker()
  * waits for it, then the program returns from main(), so lockstat's exit report runs.
  * Prints "demo: done" on stdout.
  */

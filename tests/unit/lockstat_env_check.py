@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""KLOCK_LOCKSTAT=... runs of tests/lockstat_demo.c write lockstat's report at exit.
+"""KLOCK_LOCKSTAT=... runs of tests/unit/lockstat_demo.c write lockstat's report at exit.
 
 usage: lockstat_env_check.py DEMO built|compiled-out
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/lockstat_fastpath.c - what lockstat costs a lock's uncontended fast path, for the
+ * tests/unit/lockstat_fastpath.c - what lockstat costs a lock's uncontended fast path, for the
  * callgrind proof (tests/lockstat_callgrind.sh) and the "enabled <= 1.3x disabled" floor.
  *
  *   lockstat-fastpath list                     adapters it can drive

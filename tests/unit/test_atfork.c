@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_atfork.c - the substrate after fork(): only the forking thread lives on in
+ * tests/unit/test_atfork.c - the substrate after fork(): only the forking thread lives on in
  * the child, so every internal lock another thread held and every queue entry of a thread
  * that was waiting must be dealt with by the subsystem's own child handler.
  *   park.c       bucket locks freed, queues emptied (the queued threads are gone)

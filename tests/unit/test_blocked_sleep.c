@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_blocked_sleep.c - a thread blocked on a lock that another thread holds for a
+ * tests/unit/test_blocked_sleep.c - a thread blocked on a lock that another thread holds for a
  * long time sleeps: it burns (almost) no CPU, for every lock kind (issue 13 item 10: the
  * next-in-line waiter of kl_ticket/kl_mcs used to spin, then yield for ever). How it is
  * judged: tests/blocked_sleep.h. kl_rmlock without KL_RM_SLEEPABLE spins by contract and

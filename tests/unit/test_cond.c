@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_cond.c - kl_cond with kl_mutex: signal, broadcast (requeue), timedwait. */
+/* tests/unit/test_cond.c - kl_cond with kl_mutex: signal, broadcast (requeue), timedwait. */
 #include <pthread.h>
 
 #include <klock/cond.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_cpp.cpp - <klock/klock.hpp>: the klock locks through the standard C++ lock
+ * tests/unit/test_cpp.cpp - <klock/klock.hpp>: the klock locks through the standard C++ lock
  * types (std::lock_guard, std::unique_lock, std::scoped_lock, std::shared_lock), timed
  * locking, std::condition_variable_any over kl::mutex, kl::cond, and the hashlock guards.
  * A cmocka program like the C tests (kltest.h is C-only: <stdatomic.h>). Counts scale with

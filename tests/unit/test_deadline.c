@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_deadline.c - every native timed call with a deadline far in the future.
+ * tests/unit/test_deadline.c - every native timed call with a deadline far in the future.
  *
  * Any timespec with tv_sec >= 0 and tv_nsec in [0, 1e9) is valid, up to tv_sec = LONG_MAX.
  * A conversion to 64-bit nanoseconds that wraps turns such a deadline into one that has

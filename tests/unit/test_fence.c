@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_fence.c - the asymmetric fence pair: mode selection (membarrier, fallback by
+ * tests/unit/test_fence.c - the asymmetric fence pair: mode selection (membarrier, fallback by
  * environment, fallback under a seccomp filter) and the store-buffering litmus it exists
  * to forbid.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_hashlock.c - kl_hashlock and kl_lockobj: the stripe mapping is stable and
+ * tests/unit/test_hashlock.c - kl_hashlock and kl_lockobj: the stripe mapping is stable and
  * spreads keys (chi-square), mutual exclusion per key, lock2/lockn never deadlock under
  * random keys from many threads and take a shared stripe once, trylock, EINVAL/EBUSY,
  * misuse reports that name the stripe and its table, lockstat rows folded into one

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_lockops_adaptive.c - the adaptive family's lockops adapters (what klbench and
+/* tests/unit/test_lockops_adaptive.c - the adaptive family's lockops adapters (what klbench and
  * kltorture drive) really lock: every entry point of each, under contention. */
 #include <pthread.h>
 

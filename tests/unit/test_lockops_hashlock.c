@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_lockops_hashlock.c - the kl_hashlock lockops adapters (what klbench's
+ * tests/unit/test_lockops_hashlock.c - the kl_hashlock lockops adapters (what klbench's
  * hashed-queue scenario and kltorture drive) really lock: the fixed-key write side
  * excludes writers, key_lock excludes per key, and both mix in one run.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_lockstat.c - lockstat: counts from scripted episodes through the seam, the
+ * tests/unit/test_lockstat.c - lockstat: counts from scripted episodes through the seam, the
  * report (text and JSON) naming call sites, start/stop/reset, per-thread data merged when
  * threads exit, drops when a table is full, a real thread holding a lock (the test-only
  * seamlock, and the real kl_mutex) while another waits, fork. In -Dlockstat=false builds: the API answers ENOTSUP and nothing records.

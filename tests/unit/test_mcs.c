@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_mcs.c - kl_mcs: exclusion, FIFO hand-over, trylock, misuse (debug builds). */
+/* tests/unit/test_mcs.c - kl_mcs: exclusion, FIFO hand-over, trylock, misuse (debug builds). */
 #include <klock/fence.h>
 #include <klock/lockstat.h>
 #include <klock/mcs.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_mutex.c - kl_mutex: exclusion, try/timed semantics, hand-off, misuse. */
+/* tests/unit/test_mutex.c - kl_mutex: exclusion, try/timed semantics, hand-off, misuse. */
 #include <pthread.h>
 #include <sched.h>
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_osq.c - the optimistic spin queue: one head at a time, cancellation. */
+/* tests/unit/test_osq.c - the optimistic spin queue: one head at a time, cancellation. */
 #include <pthread.h>
 #include <semaphore.h>
 #include <sys/wait.h>

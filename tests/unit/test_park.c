@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_park.c - the queueing parking lot and the internal wordlock. */
+/* tests/unit/test_park.c - the queueing parking lot and the internal wordlock. */
 #include "kltest.h"
 #include "park.h"
 #include "wordlock.h"

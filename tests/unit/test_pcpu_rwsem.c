@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_pcpu_rwsem.c - what only kl_pcpu_rwsem has: the rseq fast path is really
+ * tests/unit/test_pcpu_rwsem.c - what only kl_pcpu_rwsem has: the rseq fast path is really
  * used where it can be, the static initializer, write_trylock (not in the lockops table)
  * fails while held and undoes itself, destroy of a held semaphore, parking racing unlock,
  * FIFO admission, write bursts and the lazy return to the fast path (rcu_sync), misuse
  * reports (debug builds). The contract every read-mostly lock keeps (sharing, read
  * trylock, exclusion under stress and with readers hopping CPUs, the writer waits for the
  * last (migrated) reader, churn, oversubscription) runs for kl_pcpu_rwsem in
- * tests/test_readmostly_contract.c. Also run with KLOCK_NO_RSEQ=1, KLOCK_NO_MEMBARRIER=1,
+ * tests/unit/test_readmostly_contract.c. Also run with KLOCK_NO_RSEQ=1, KLOCK_NO_MEMBARRIER=1,
  * and in the generic / parking / debug / aarch64 CI builds.
  */
 #include <sched.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_readmostly_contract.c - the contract every read-mostly lock keeps, written
+ * tests/unit/test_readmostly_contract.c - the contract every read-mostly lock keeps, written
  * once and driven through the lockops adapter table (bench/lockops/, what klbench and
  * kltorture drive): readers share, trylock answers, a writer excludes readers and writers
  * (read-mostly, write-heavy, readers hopping CPUs, oversubscribed), a writer waits for the
@@ -12,11 +12,11 @@
  * two test-only copies of the rmlock adapters initialised with KL_RM_RECURSE (their
  * readers nest a second read hold in the stress). kl_seqlock is not driven: its readers
  * hold nothing (LOCKOPS_READ_RETRY), so "readers share", "a writer waits for readers" and
- * a failing read trylock do not apply; tests/test_seqlock.c and kltorture cover it.
+ * a failing read trylock do not apply; tests/unit/test_seqlock.c and kltorture cover it.
  *
- * What only one lock has stays in its own file: tests/test_rmlock.c (trackers, recursion
+ * What only one lock has stays in its own file: tests/unit/test_rmlock.c (trackers, recursion
  * rules, slot overflow, bias policy, FIFO hand-off, thread exit, fork, misuse) and
- * tests/test_pcpu_rwsem.c (rseq fast path, rcu_sync bursts, write_trylock, FIFO, misuse).
+ * tests/unit/test_pcpu_rwsem.c (rseq fast path, rcu_sync bursts, write_trylock, FIFO, misuse).
  * Run also with KLOCK_NO_MEMBARRIER=1 / KLOCK_NO_RSEQ=1 and in every CI build.
  */
 #include <sched.h>

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_rmlock.c - what only kl_rmlock has: flags and the static initializer,
+ * tests/unit/test_rmlock.c - what only kl_rmlock has: flags and the static initializer,
  * destroy of a held lock, the bias policy (the unbiased B'/D' exclusion test, re-arming,
  * the membarrier fallback), writer preference, recursion rules (KL_RM_RECURSE), many
  * locks per thread (slot overflow), FIFO hand-off, parking racing unlock, thread exit and
  * fork, misuse reports (debug builds). The contract every read-mostly lock keeps (sharing,
  * trylock, exclusion under stress, writer waits for readers, churn, migration,
  * oversubscription) runs for kl_rmlock with and without KL_RM_SLEEPABLE / KL_RM_RECURSE
- * in tests/test_readmostly_contract.c. Run also with KLOCK_NO_MEMBARRIER=1 and in the
+ * in tests/unit/test_readmostly_contract.c. Run also with KLOCK_NO_MEMBARRIER=1 and in the
  * -Darch=generic, -Dwait=parking and debug CI builds.
  */
 #include <sched.h>
@@ -593,7 +593,7 @@ static void test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag(voi
 
 		if (!recurse && KLOCK_WITNESS)
 			continue; /* witness reports the planted nested read itself (and aborts
-				   * in CI); tests/test_witness.c plants that case */
+				   * in CI); tests/unit/test_witness.c plants that case */
 		assert_int_equal(kl_rmlock_init(&lk, recurse ? KL_RM_RECURSE : 0), 0);
 		kl_rmlock_read_lock(&lk, &outer);
 		kl_rmlock_read_lock(&lk, &inner); /* no writer yet: gets in either way */

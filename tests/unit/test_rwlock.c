@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_rwlock.c - kl_rwlock: sharing, exclusion, preference and hand-off, downgrade,
+/* tests/unit/test_rwlock.c - kl_rwlock: sharing, exclusion, preference and hand-off, downgrade,
  * try/timed semantics, misuse. */
 #include <pthread.h>
 #include <sys/resource.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_scale.c - what klock sizes from the CPU count matches this machine's count:
+ * tests/unit/test_scale.c - what klock sizes from the CPU count matches this machine's count:
  * the topology's three counts against the OS, the hashed table's automatic size, the
  * FIFO spinlocks' crowding threshold, and the percpu-rwsem's per-CPU reader slots (a
  * reader pinned on each CPU in turn, whatever its id, is seen by a writer). On the 2-CPU

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_seqlock.c - kl_seqlock: writers exclude writers, readers never accept a torn
+ * tests/unit/test_seqlock.c - kl_seqlock: writers exclude writers, readers never accept a torn
  * copy, a write between begin and retry is always detected, readers wait out a write in
  * progress, trylock and destroy rules.
  */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_spin.c - locks/substrate/spin.h's paced polling: which gaps in a spinner's own clock
+/* tests/unit/test_spin.c - locks/substrate/spin.h's paced polling: which gaps in a spinner's own clock
  * count against its budget (its relaxing), which do not (time an interrupt or the host
  * took), and which end the spin (the CPU went to another thread). The gaps are given by
  * hand to kli_pace_gap(), the step kli_pace() takes after each clock read. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_thread.c - the thread registry: per-thread records, recycling, scanning. */
+/* tests/unit/test_thread.c - the thread registry: per-thread records, recycling, scanning. */
 #include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/wait.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_ticket.c - kl_ticket: exclusion, FIFO order, trylock, misuse (debug builds). */
+/* tests/unit/test_ticket.c - kl_ticket: exclusion, FIFO order, trylock, misuse (debug builds). */
 #include <klock/fence.h>
 #include <klock/lockstat.h>
 #include <klock/ticket.h>

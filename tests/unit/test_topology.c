@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_topology.c - kl_topology() and the current-CPU index. */
+/* tests/unit/test_topology.c - kl_topology() and the current-CPU index. */
 #include <sched.h>
 #include <sys/rseq.h>
 

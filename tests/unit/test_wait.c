@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* tests/test_wait.c - kl_wait()/kl_wake(): the OS wait layer (either backend). */
+/* tests/unit/test_wait.c - kl_wait()/kl_wake(): the OS wait layer (either backend). */
 #include <signal.h>
 
 #include <klock/wait.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * tests/test_witness.c - the lock-order checker: every report it promises, planted through
+ * tests/unit/test_witness.c - the lock-order checker: every report it promises, planted through
  * the hook seam with fake locks (the calls a primitive makes, with the caller's return
  * address as the site), each in a child process whose stderr is checked.
  *
