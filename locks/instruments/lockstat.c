@@ -114,6 +114,10 @@
 #include "thread.h"
 #include "wordlock.h"
 
+#if !KLOCK_LOCKSTAT
+#error "lockstat.c is the -Dlockstat=true build; meson picks lockstat_off.c otherwise"
+#endif
+
 /* Fibonacci hashing multiplier (2^64 / golden ratio). */
 #define LS_FIB 0x9e3779b97f4a7c15ull
 /* log2(KLI_LS_SLOTS): the table index is the top bits of the hash. */
@@ -194,7 +198,6 @@ struct kli_ls_map {
 	size_t n;
 };
 
-#if KLOCK_LOCKSTAT
 struct kli_lockstat_switch kli_lockstat = { .gen = 1 };
 
 /* Cold state: control and exited threads' data. */
@@ -1808,91 +1811,4 @@ void kli_lockstat_init(void)
 	if (atexit(ls_exit_report) != 0)
 		fputs("klock: KLOCK_LOCKSTAT: atexit failed; no report at exit\n", stderr);
 	ls_start();
-}
-
-#else /* !KLOCK_LOCKSTAT: the API stays, so programs link unchanged */
-
-int kl_lockstat_start(void)
-{
-	return ENOTSUP;
-}
-
-int kl_lockstat_stop(void)
-{
-	return ENOTSUP;
-}
-
-void kl_lockstat_reset(void)
-{
-}
-
-bool kl_lockstat_enabled(void)
-{
-	return false;
-}
-
-int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
-{
-	memset(s, 0, sizeof(*s));
-	return ENOTSUP;
-}
-
-void kli_lockstat_ctl_start(kli_thread_create_fn create)
-{
-	(void)create;
-}
-
-void kli_lockstat_created(const void *lock)
-{
-	(void)lock;
-}
-
-void kli_lockstat_first_used(const void *lock)
-{
-	(void)lock;
-}
-
-const void *kli_lockstat_init_site(const void *lock, bool *first)
-{
-	(void)lock;
-	*first = false;
-	return NULL;
-}
-
-bool kli_lockstat_first_site(const void *site)
-{
-	(void)site;
-	return false;
-}
-
-long kli_lockstat_pid(void)
-{
-	return (long)getpid();
-}
-
-void kli_lockstat_exit_flush(void)
-{
-}
-
-void kli_lockstat_init(void)
-{
-	if (kli_env_flag("KLOCK_LOCKSTAT"))
-		fputs("klock: KLOCK_LOCKSTAT: lockstat is compiled out of this build "
-		      "(-Dlockstat=false)\n", stderr);
-}
-#endif /* KLOCK_LOCKSTAT */
-
-void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *s)
-{
-	if (s == NULL)
-		return;
-	free(s->rows);
-	s->rows = NULL;
-	s->nrows = 0;
-	free(s->holders);
-	s->holders = NULL;
-	s->nholders = 0;
-	free(s->stacks);
-	s->stacks = NULL;
-	s->nstacks = 0;
 }

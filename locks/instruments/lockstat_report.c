@@ -1395,3 +1395,19 @@ int kl_lockstat_options_parse(const char *s, struct kl_lockstat_options *opt)
 	*opt = o;
 	return 0;
 }
+
+/* Both builds: a snapshot of the -Dlockstat=false build is empty and frees nothing. */
+void kl_lockstat_snapshot_free(struct kl_lockstat_snapshot *s)
+{
+	if (s == NULL)
+		return;
+	free(s->rows);
+	s->rows = NULL;
+	s->nrows = 0;
+	free(s->holders);
+	s->holders = NULL;
+	s->nholders = 0;
+	free(s->stacks);
+	s->stacks = NULL;
+	s->nstacks = 0;
+}

@@ -72,7 +72,9 @@
 #include "witness_impl.h"
 #include "wordlock.h"
 
-#if KLOCK_WITNESS
+#if !KLOCK_WITNESS
+#error "witness.c is the -Dwitness=true build; meson picks witness_off.c otherwise"
+#endif
 
 /* Locks one thread may hold at once (lockdep: MAX_LOCK_DEPTH 48). */
 #define WIT_MAX_HELD 32
@@ -1184,49 +1186,3 @@ unsigned long kl_witness_reports(void)
 {
 	return atomic_load_explicit(&wit_reports, memory_order_relaxed);
 }
-
-#else /* !KLOCK_WITNESS: the controls exist and do nothing */
-
-bool kl_witness_enabled(void)
-{
-	return false;
-}
-
-int kl_witness_set_class(const void *lock, const char *name, unsigned flags)
-{
-	(void)lock;
-	return name == NULL || (flags & ~KL_WITNESS_DUPOK) != 0 ? EINVAL : 0;
-}
-
-void kl_witness_nest(unsigned subclass)
-{
-	(void)subclass;
-}
-
-bool kl_witness_held(const void *lock)
-{
-	(void)lock;
-	return true;
-}
-
-void kl_witness_assert_held(const void *lock)
-{
-	(void)lock;
-}
-
-void kl_witness_assert_not_held(const void *lock)
-{
-	(void)lock;
-}
-
-void kl_witness_dump(FILE *f)
-{
-	fprintf(f, "witness: not built in (meson setup -Dwitness=true)\n");
-}
-
-unsigned long kl_witness_reports(void)
-{
-	return 0;
-}
-
-#endif /* KLOCK_WITNESS */
