@@ -120,6 +120,16 @@ typedef int (*kli_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(
  * KLOCK_LOCKSTAT_CTL (locks/instruments/lockstat.c). Nothing without KLOCK_LOCKSTAT_CTL. */
 void kli_lockstat_ctl_start(kli_thread_create_fn create);
 
+/* Between the recorder (lockstat.c) and its process-level control layer (lockstat_ctl.c):
+ * start recording without kli_init() (library start-up: EALREADY if already on); register
+ * the recorder's thread-exit and fork handlers; the recorder's fork-child handler (also
+ * run by the _exit() report's copy of the process); whether klock-stat's control thread
+ * runs (it is not one of the program's threads). */
+int kli_lockstat_start(void);
+void kli_lockstat_recorder_init(void);
+void kli_lockstat_recorder_atfork(void);
+bool kli_lockstat_ctl_running(void);
+
 #if KLOCK_LOCKSTAT_HOLD
 /* Fast-path feeds for hold times (hooks.c: kli_instr_acquired / kli_instr_release). */
 void kli_lockstat_acquired(const void *lock, enum kli_kind kind, unsigned flags,
