@@ -124,8 +124,7 @@ KL_API void kl_mcs_queued_(struct kl_mcs *l, struct kl_mcs_node *node,
  * fails) - is the library's call, which reads @node's link again: the inline part
  * changed nothing.
  */
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 #define KL_MCS_INLINE 1
 
 static inline void kl_mcs_lock_inline(struct kl_mcs *l, struct kl_mcs_node *node)

@@ -169,8 +169,7 @@ static inline bool kl_mutex_release_spinner_(struct kl_mutex *m, uintptr_t me, u
  * held lock, sleepers, a destroyed or foreign lock - goes to the library, which starts
  * afresh: a failed CAS changed nothing.
  */
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 #define KL_MUTEX_INLINE 1
 
 static inline void kl_mutex_lock_inline(struct kl_mutex *m)

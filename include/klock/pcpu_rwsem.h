@@ -139,9 +139,7 @@ KL_API extern long kl_pcpu_rseq_off;
  * sees the bit clear, a finished one is visible. If the bit is clear (a writer is about,
  * no counters yet, no rseq) nothing was counted and the library takes over.
  */
-#if KL_ARCH_HAVE_RSEQ && !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && \
-	!KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && \
-	!KLOCK_LOCKSTAT_HOLD
+#if KL_ARCH_HAVE_RSEQ && defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 #define KL_PCPU_RWSEM_INLINE 1
 
 static inline void kl_pcpu_rwsem_read_lock_inline(struct kl_pcpu_rwsem *sem)

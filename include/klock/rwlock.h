@@ -351,8 +351,7 @@ KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NON
  * counted itself asleep (the S2 pair), or was no read hold at all (misuse), the library's
  * rest, kl_rwlock_read_released_().
  */
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 #define KL_RWLOCK_INLINE 1
 
 static inline void kl_rwlock_write_lock_inline(struct kl_rwlock *rw)

@@ -81,8 +81,7 @@ KL_API bool kl_seqlock_read_retry(const struct kl_seqlock *sl, uint32_t seq) KL_
  * "did anything change since?" check. */
 KL_API uint32_t kl_seqlock_sequence(const struct kl_seqlock *sl) KL_NONNULL(1);
 
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 /* R1: acquire, pairs with W2 (the writer's release store making the sequence even). */
 static inline uint32_t kl_seqlock_read_begin_inline(const struct kl_seqlock *sl)
 {

@@ -100,8 +100,7 @@ KL_API void kl_ticket_wake_(struct kl_ticket *t, uint32_t owner, uint32_t sleepe
  * when someone sleeps, or the lock is in its fenced mode (locks/primitives/ticket.c), does it call
  * the library's second half, kl_ticket_wake_().
  */
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 #define KL_TICKET_INLINE 1
 
 static inline void kl_ticket_lock_inline(struct kl_ticket *t)
