@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench/scenarios/floors_bias.c - the floors of issue 14 (kl_rmlock's adaptive reader
+ * bench/scenarios/floors_bias.c - the [reader-bias] floors (kl_rmlock's adaptive reader
  * bias): its throughput at every crossover write share against the best of the classic
  * and biased rwlocks, at 2 threads and 4x CPUs, with the bias table; nothing lost at 0%
  * writes (the inline read pair against urcu-memb's); and the write pair with 2 readers
@@ -49,7 +49,7 @@ void scn_floors_bias_crossover(struct scn_ctx *x, unsigned reps)
 			r = scn_ops_at(&rs, scn_lk("kl_rmlock"), th[t], writes[w]) / best;
 			snprintf(what, sizeof(what), "%u thr, %g%% writes: kl_rmlock / best (%s) >= 0.8",
 				 th[t], writes[w], who);
-			scn_floor_line(x, "14", what, r, r >= 0.8, "x");
+			scn_floor_line(x, "reader-bias", what, r, r >= 0.8, "x");
 		}
 		scn_bias_table(x, &rs, &s, th[t]);
 	}
@@ -69,7 +69,7 @@ void scn_floors_bias_pairs(struct scn_ctx *x, unsigned reps)
 	bool table[2];
 
 	scn_pairs(l, rd, 2, reps, ns, table);
-	scn_floor_line(x, "14", "kl_rmlock inline read pair / urcu-memb's <= 1.2", ns[0] / ns[1],
+	scn_floor_line(x, "reader-bias", "kl_rmlock inline read pair / urcu-memb's <= 1.2", ns[0] / ns[1],
 		   ns[0] / ns[1] <= 1.2, "x");
 	for (unsigned i = 0; i < reps; i++) {
 		brm[i] = brw[i] = NAN;
@@ -84,6 +84,6 @@ void scn_floors_bias_pairs(struct scn_ctx *x, unsigned reps)
 	b = rm && rw ? scn_median_d(brw, reps) : NAN;
 	scn_say(x, "       write pairs with 2 readers running, burst mean: kl_rmlock %.0f ns, "
 	    "kl_rwlock %.0f ns; kl_rmlock after an idle gap (revoking) %.0f ns\n", a, b, irm);
-	scn_floor_line(x, "14", "kl_rmlock write pair (2 readers, burst) / kl_rwlock's <= 2", a / b,
+	scn_floor_line(x, "reader-bias", "kl_rmlock write pair (2 readers, burst) / kl_rwlock's <= 2", a / b,
 		   a / b <= 2, "x");
 }
