@@ -202,7 +202,7 @@ static inline void kli_spin_stall(struct kli_spin *s)
  * (kli_stall_budget(): short waits, a stalled holder).
  */
 #define KLI_SPIN_MIN_NS 1000u    /* floor: shorter than the cheapest park+unpark here */
-#define KLI_SPIN_MAX_NS 10000u   /* cap: ~2 futex wait/wake round trips (docs/substrate.md) */
+#define KLI_SPIN_MAX_NS 10000u   /* cap: ~2 futex wait/wake round trips (docs/architecture.md) */
 #define KLI_SPIN_EWMA_SHIFT 3    /* newest sample weighs 1/8 */
 
 static inline uint64_t kli_spin_budget(const _Atomic uint32_t *ewma)
