@@ -100,8 +100,8 @@
 #include <unistd.h>
 
 #include <klock/lockstat.h>
-#include <klock/topology.h>
 #include "lockstat_impl.h"
+#include "lockstat_rec.h"
 #include "names_impl.h"
 #include "thread.h"
 #include "wordlock.h"
@@ -123,8 +123,6 @@
 #define LS_STAT_MAX 1024
 /* num_threads is field 20 of /proc/<pid>/stat (proc(5)). */
 #define LS_STAT_NUM_THREADS 20
-/* The per-thread pointer while its table is being allocated. */
-#define LS_ALLOCATING ((struct kli_ls_table *)(uintptr_t)1)
 
 _Static_assert((1u << LS_SLOT_BITS) == KLI_LS_SLOTS, "LS_SLOT_BITS matches KLI_LS_SLOTS");
 _Static_assert(KL_LOCKSTAT_STACK_MAX <= KL_LOCKSTAT_HIST_BUCKETS,
@@ -133,60 +131,10 @@ _Static_assert(KL_LOCKSTAT_STACK_MAX <= KL_LOCKSTAT_HIST_BUCKETS,
  * table stays for the episodes' own rows. */
 #define LS_AUX_KEYS (KLI_LS_MAX_KEYS / 4u * 3u)
 
-struct kli_ls_entry {
-	_Atomic(const void *) lock;   /* NULL: free slot */
-	_Atomic(const void *) site;
-	_Atomic uint32_t kf;          /* kli_ls_kf() */
-	_Atomic uint64_t v[KLI_LS_NFIELDS];
-};
-
-/* A lock held by the owner, for its hold time (hold builds). Owner-only. */
-struct kli_ls_held {
-	const void *lock;
-	const void *site;
-	uint32_t kf;
-	uint64_t t0;   /* kl_arch_cycles() at acquisition */
-};
-
-struct kli_ls_table {
-	_Atomic uint32_t seq;       /* seqcount: odd while the owner writes (S1/S2) */
-	_Atomic uint32_t gen;       /* generation of the contents */
-	_Atomic uint64_t dropped;   /* events lost to a full table or re-entry */
-	uint32_t nkeys;             /* owner only: keys in slot[] */
-	uint32_t held_n;            /* owner only: entries in held[] */
-	bool busy;                  /* owner only: inside a write (re-entry guard) */
-	struct kli_ls_held held[KLI_LS_HELD_MAX];
-	struct kli_ls_entry slot[KLI_LS_SLOTS];
-} KL_PADDED;   /* its own lines (mmap()ed: page-aligned) */
-
-/* A merged row (retired map, snapshots): plain, under a lock or private. */
-struct kli_ls_row {
-	const void *lock;   /* NULL: free slot */
-	const void *site;
-	uint32_t kf;
-	uint64_t v[KLI_LS_NFIELDS];
-};
-
-struct kli_ls_map {
-	struct kli_ls_row *rows;
-	size_t cap;   /* power of two, or 0 */
-	size_t n;
-};
 
 struct kli_lockstat_switch kli_lockstat = { .gen = 1 };
+struct kli_ls_state kli_ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT };
 
-/* Cold state: control and exited threads' data (the process-level side, exit report and
- * attach channel, is lockstat_ctl.c's). */
-static struct {
-	struct kli_wordlock ctl;       /* start/stop/reset/snapshot; before retired_lock */
-	uint64_t t_start;              /* ctl: start of the open window */
-	uint64_t elapsed;              /* ctl: closed windows since the reset */
-	_Atomic unsigned peak;         /* most live threads seen while recording */
-	_Atomic uint64_t lost;         /* episodes lost before a table existed */
-	struct kli_wordlock retired_lock;
-	struct kli_ls_map retired;     /* retired_lock: exited threads' data */
-	uint64_t retired_dropped;      /* retired_lock */
-} ls = { .ctl = KLI_WORDLOCK_INIT, .retired_lock = KLI_WORDLOCK_INIT };
 
 /* ---- fields and hashing ----------------------------------------------------------- */
 
@@ -256,7 +204,7 @@ static int ls_map_grow(struct kli_ls_map *m)
 }
 
 /* Adds @src's counters to the row of its key. 0 or ENOMEM. */
-static int ls_map_add(struct kli_ls_map *m, const struct kli_ls_row *src)
+int kli_ls_map_add(struct kli_ls_map *m, const struct kli_ls_row *src)
 {
 	struct kli_ls_row *r;
 
@@ -272,7 +220,7 @@ static int ls_map_add(struct kli_ls_map *m, const struct kli_ls_row *src)
 	return 0;
 }
 
-static void ls_map_free(struct kli_ls_map *m)
+void kli_ls_map_free(struct kli_ls_map *m)
 {
 	free(m->rows);
 	m->rows = NULL;
@@ -280,11 +228,6 @@ static void ls_map_free(struct kli_ls_map *m)
 }
 
 /* ---- the owner's side of a table ----------------------------------------------------- */
-
-static inline bool ls_table_valid(const struct kli_ls_table *t)
-{
-	return t != NULL && t != LS_ALLOCATING;
-}
 
 static inline void ls_write_begin(struct kli_ls_table *t)
 {
@@ -375,8 +318,8 @@ static struct kli_ls_table *ls_table_enter(struct kli_thread *self)
 
 	if (kl_unlikely(t == NULL))
 		t = ls_table_alloc(self);
-	if (kl_unlikely(!ls_table_valid(t))) {
-		atomic_fetch_add_explicit(&ls.lost, 1, memory_order_relaxed);
+	if (kl_unlikely(!kli_ls_table_valid(t))) {
+		atomic_fetch_add_explicit(&kli_ls.lost, 1, memory_order_relaxed);
 		return NULL;
 	}
 	if (kl_unlikely(t->busy)) {
@@ -625,7 +568,7 @@ void kli_lockstat_release(const void *lock, enum kli_kind kind, unsigned flags)
 	struct kli_ls_entry *e;
 	int i;
 
-	if (kl_likely(!ls_table_valid(t) || t->held_n == 0))
+	if (kl_likely(!kli_ls_table_valid(t) || t->held_n == 0))
 		return;
 	t = ls_table_enter(self);
 	if (t == NULL)
@@ -868,7 +811,7 @@ static bool ls_read_entry(struct kli_ls_table *t, unsigned i, struct kli_ls_row 
 }
 
 /* Adds table @t's rows of generation @gen to @m; counts its drops into @dropped. */
-static int ls_scan_table(struct kli_ls_map *m, struct kli_ls_table *t, uint32_t gen,
+int kli_ls_scan_table(struct kli_ls_map *m, struct kli_ls_table *t, uint32_t gen,
 			 uint64_t *dropped)
 {
 	struct kli_ls_row r;
@@ -881,7 +824,7 @@ static int ls_scan_table(struct kli_ls_map *m, struct kli_ls_table *t, uint32_t 
 			(*dropped)++;   /* a writer that never finishes: skip its whole table */
 			return 0;
 		}
-		if (r.lock != NULL && g == gen && ls_map_add(m, &r) != 0)
+		if (r.lock != NULL && g == gen && kli_ls_map_add(m, &r) != 0)
 			return ENOMEM;
 	}
 	return 0;
@@ -889,7 +832,7 @@ static int ls_scan_table(struct kli_ls_map *m, struct kli_ls_table *t, uint32_t 
 
 /* The process's threads now: Linux's count (/proc/self/stat field 20, num_threads), or
  * where that is unavailable the threads klock knows (live registry records). */
-static unsigned ls_count_threads(void)
+unsigned kli_ls_count_threads(void)
 {
 	char buf[LS_STAT_MAX], *p;
 	unsigned n = 0;
@@ -919,12 +862,12 @@ static unsigned ls_count_threads(void)
 }
 
 /* Most threads at once: sampled at start, stop, snapshots and klock thread exits. */
-static void ls_note_threads(void)
+void kli_ls_note_threads(void)
 {
-	unsigned n = ls_count_threads(), p;
+	unsigned n = kli_ls_count_threads(), p;
 
-	p = atomic_load_explicit(&ls.peak, memory_order_relaxed);
-	while (n > p && !atomic_compare_exchange_weak_explicit(&ls.peak, &p, n,
+	p = atomic_load_explicit(&kli_ls.peak, memory_order_relaxed);
+	while (n > p && !atomic_compare_exchange_weak_explicit(&kli_ls.peak, &p, n,
 							      memory_order_relaxed,
 							      memory_order_relaxed))
 		;
@@ -939,26 +882,26 @@ static void ls_thread_exit(struct kli_thread *self)
 	uint32_t gen, g;
 
 	if (atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed))
-		ls_note_threads();
-	if (!ls_table_valid(t))
+		kli_ls_note_threads();
+	if (!kli_ls_table_valid(t))
 		return;
 	t->held_n = 0;
 	if (t->nkeys == 0 && atomic_load_explicit(&t->dropped, memory_order_relaxed) == 0)
 		return;
-	kli_wordlock_lock(&ls.retired_lock);
+	kli_wordlock_lock(&kli_ls.retired_lock);
 	gen = atomic_load_explicit(&kli_lockstat.gen, memory_order_relaxed);
 	if (atomic_load_explicit(&t->gen, memory_order_relaxed) == gen) {
-		ls.retired_dropped += atomic_load_explicit(&t->dropped, memory_order_relaxed);
+		kli_ls.retired_dropped += atomic_load_explicit(&t->dropped, memory_order_relaxed);
 		for (unsigned i = 0; i < KLI_LS_SLOTS; i++) {
 			if (ls_read_entry(t, i, &r, &g) && r.lock != NULL &&
-			    ls_map_add(&ls.retired, &r) != 0)
-				ls.retired_dropped += r.v[KLI_LS_CONTENDED] + r.v[KLI_LS_FAILED];
+			    kli_ls_map_add(&kli_ls.retired, &r) != 0)
+				kli_ls.retired_dropped += r.v[KLI_LS_CONTENDED] + r.v[KLI_LS_FAILED];
 		}
 	}
 	ls_write_begin(t);
 	ls_table_clear(t, gen);
 	ls_write_end(t);
-	kli_wordlock_unlock(&ls.retired_lock);
+	kli_wordlock_unlock(&kli_ls.retired_lock);
 }
 
 /* fork() child: only the forking thread survives. Internal locks another thread held are
@@ -968,8 +911,8 @@ void kli_lockstat_recorder_atfork(void)
 {
 	struct kli_thread *self = kli_tls_self;
 
-	atomic_store_explicit(&ls.ctl.v, 0, memory_order_relaxed);
-	atomic_store_explicit(&ls.retired_lock.v, 0, memory_order_relaxed);
+	atomic_store_explicit(&kli_ls.ctl.v, 0, memory_order_relaxed);
+	atomic_store_explicit(&kli_ls.retired_lock.v, 0, memory_order_relaxed);
 	for (struct kli_thread *th = kli_thread_first(); th != NULL; th = th->all_next) {
 		struct kli_ls_table *t = atomic_load_explicit(&th->lockstat,
 							      memory_order_relaxed);
@@ -987,262 +930,6 @@ void kli_lockstat_recorder_atfork(void)
 		t->busy = false;
 		t->held_n = 0;
 	}
-}
-
-/* ---- control ------------------------------------------------------------------------------ */
-
-static uint64_t ls_elapsed_locked(void)
-{
-	uint64_t e = ls.elapsed;
-
-	if (atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed))
-		e += kli_now_ns() - ls.t_start;
-	return e;
-}
-
-/* The switch is a plain flag: nothing is published through it (each thread records into
- * its own table), so relaxed stores suffice; a thread that sees the flip late moves the
- * window's edge by one episode. */
-int kli_lockstat_start(void)
-{
-	int err = 0;
-
-	kli_wordlock_lock(&ls.ctl);
-	if (atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) {
-		err = EALREADY;
-	} else {
-		ls.t_start = kli_now_ns();
-		ls_note_threads();
-		kli_symtab_init();
-		kli_site_skip_init();
-		atomic_store_explicit(&kli_lockstat.on, true, memory_order_relaxed);
-	}
-	kli_wordlock_unlock(&ls.ctl);
-	return err;
-}
-
-int kl_lockstat_start(void)
-{
-	kli_init();
-	return kli_lockstat_start();
-}
-
-int kl_lockstat_stop(void)
-{
-	int err = 0;
-
-	kli_wordlock_lock(&ls.ctl);
-	if (!atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)) {
-		err = EALREADY;
-	} else {
-		ls_note_threads();
-		ls.elapsed += kli_now_ns() - ls.t_start;
-		atomic_store_explicit(&kli_lockstat.on, false, memory_order_relaxed);
-	}
-	kli_wordlock_unlock(&ls.ctl);
-	return err;
-}
-
-void kl_lockstat_reset(void)
-{
-	kli_wordlock_lock(&ls.ctl);
-	kli_wordlock_lock(&ls.retired_lock);
-	atomic_fetch_add_explicit(&kli_lockstat.gen, 1, memory_order_relaxed);
-	ls_map_free(&ls.retired);
-	ls.retired_dropped = 0;
-	atomic_store_explicit(&ls.lost, 0, memory_order_relaxed);
-	kli_wordlock_unlock(&ls.retired_lock);
-	ls.elapsed = 0;
-	ls.t_start = kli_now_ns();
-	atomic_store_explicit(&ls.peak, ls_count_threads(), memory_order_relaxed);
-	kli_wordlock_unlock(&ls.ctl);
-}
-
-bool kl_lockstat_enabled(void)
-{
-	return atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed);
-}
-
-/* Merges retired data and every table into @m; fills the header fields of @s. */
-static int ls_collect(struct kl_lockstat_snapshot *s, struct kli_ls_map *m)
-{
-	uint64_t dropped;
-	uint32_t gen;
-	int err = 0;
-
-	kli_wordlock_lock(&ls.ctl);
-	s->recording = atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed);
-	if (s->recording)
-		ls_note_threads();
-	s->elapsed_ns = ls_elapsed_locked();
-	s->threads = atomic_load_explicit(&ls.peak, memory_order_relaxed);
-	kli_wordlock_lock(&ls.retired_lock);
-	gen = atomic_load_explicit(&kli_lockstat.gen, memory_order_relaxed);
-	dropped = ls.retired_dropped + atomic_load_explicit(&ls.lost, memory_order_relaxed);
-	for (size_t i = 0; i < ls.retired.cap && err == 0; i++)
-		if (ls.retired.rows[i].lock != NULL)
-			err = ls_map_add(m, &ls.retired.rows[i]);
-	for (struct kli_thread *th = kli_thread_first(); th != NULL && err == 0;
-	     th = th->all_next) {
-		/* P2: pairs with P1 in ls_table_alloc() */
-		struct kli_ls_table *t = atomic_load_explicit(&th->lockstat, memory_order_acquire);
-
-		if (ls_table_valid(t))
-			err = ls_scan_table(m, t, gen, &dropped);
-	}
-	kli_wordlock_unlock(&ls.retired_lock);
-	kli_wordlock_unlock(&ls.ctl);
-	s->dropped = dropped;
-	return err;
-}
-
-/*
- * Rows of a lock group's members (kl_hashlock's stripes: each a kl_mutex or kl_ticket that
- * recorded its own episodes) become rows of the owner, in the owner's kind, merged per
- * (owner, site, side): one hashlock row per table and caller, not one mutex row per
- * stripe. At snapshot time only, so recording never looks a group up. Groups destroyed
- * before the snapshot are not folded (their stripes print as mutexes, by address).
- */
-static int ls_fold_groups(struct kli_ls_map *m)
-{
-	struct kli_ls_map folded = { 0 };
-	struct kli_lock_member mb;
-	int err = 0;
-
-	if (kli_lock_group_count() == 0)
-		return 0;
-	for (size_t i = 0; i < m->cap && err == 0; i++) {
-		struct kli_ls_row r = m->rows[i];
-
-		if (r.lock == NULL)
-			continue;
-		if (kli_lock_group_find(r.lock, &mb)) {
-			r.lock = mb.owner;
-			r.kf = (uint32_t)mb.kind | (r.kf & KLI_LS_KF_BITS);
-		}
-		err = ls_map_add(&folded, &r);
-	}
-	if (err != 0) {
-		ls_map_free(&folded);
-		return err;
-	}
-	ls_map_free(m);
-	*m = folded;
-	return 0;
-}
-
-static const char *ls_kind_name(uint32_t kf)
-{
-	return kli_kind_name((enum kli_kind)(kf & ~KLI_LS_KF_BITS));
-}
-
-/* Holder row @r (KLI_LS_KF_HOLDER) as a public holder; no totals (its wait is the row's). */
-static void ls_fill_holder(struct kl_lockstat_holder *o, const struct kli_ls_row *r)
-{
-	*o = (struct kl_lockstat_holder){
-		.lock = r->lock, .holder = r->site, .kind = ls_kind_name(r->kf),
-		.read = (r->kf & KLI_LS_KF_READ) != 0,
-		.waits = r->v[KLI_LS_CONTENDED] + r->v[KLI_LS_FAILED],
-		.wait_ns = r->v[KLI_LS_WAIT_NS],
-	};
-}
-
-/* Row @r as a public row; adds it to the totals of @s. */
-static void ls_fill_row(struct kl_lockstat_snapshot *s, struct kl_lockstat_row *o,
-			const struct kli_ls_row *r)
-{
-	*o = (struct kl_lockstat_row){
-		.lock = r->lock, .caller = r->site, .kind = ls_kind_name(r->kf),
-		.read = (r->kf & KLI_LS_KF_READ) != 0,
-		.acquisitions = r->v[KLI_LS_ACQUIRED], .contended = r->v[KLI_LS_CONTENDED],
-		.failed = r->v[KLI_LS_FAILED], .spin_count = r->v[KLI_LS_NSPIN],
-		.spin_ns = r->v[KLI_LS_SPIN_NS], .sleep_count = r->v[KLI_LS_NSLEEP],
-		.sleep_ns = r->v[KLI_LS_SLEEP_NS], .wait_ns = r->v[KLI_LS_WAIT_NS],
-		.wait_max_ns = r->v[KLI_LS_WAIT_MAX], .hold_ns = r->v[KLI_LS_HOLD_NS],
-		.hold_max_ns = r->v[KLI_LS_HOLD_MAX],
-		.hold_min_ns = r->v[KLI_LS_HOLD_MINV] != 0 ? ~r->v[KLI_LS_HOLD_MINV] : 0,
-		.revocations = r->v[KLI_LS_REVOKES], .revoke_ns = r->v[KLI_LS_REVOKE_NS],
-		.unbiased_ns = r->v[KLI_LS_UNBIASED_NS], .fences = r->v[KLI_LS_FENCES],
-		.wakeups = r->v[KLI_LS_WAKEUPS],
-		.asleep_handovers = r->v[KLI_LS_ASLEEP_HANDOVERS],
-	};
-	memcpy(o->wait_hist, &r->v[KLI_LS_HIST], sizeof(o->wait_hist));
-	s->wait_ns += o->wait_ns;
-	s->contended += o->contended;
-	s->failed += o->failed;
-	s->acquisitions += o->acquisitions;
-}
-
-/* Stack row @r (KLI_LS_KF_STACK) as a public stack; no totals (its wait is the row's). */
-static void ls_fill_stack(struct kl_lockstat_stack *o, const struct kli_ls_row *r)
-{
-	*o = (struct kl_lockstat_stack){
-		.lock = r->lock, .kind = ls_kind_name(r->kf),
-		.read = (r->kf & KLI_LS_KF_READ) != 0,
-		.contended = r->v[KLI_LS_CONTENDED], .wait_ns = r->v[KLI_LS_WAIT_NS],
-	};
-	while (o->depth < KL_LOCKSTAT_STACK_MAX && r->v[KLI_LS_HIST + o->depth] != 0) {
-		o->frames[o->depth] = (const void *)(uintptr_t)r->v[KLI_LS_HIST + o->depth];
-		o->depth++;
-	}
-}
-
-/* Fills the public rows, holders, stacks and totals of @s from @m. */
-static int ls_fill(struct kl_lockstat_snapshot *s, const struct kli_ls_map *m)
-{
-	size_t k = 0, h = 0, st = 0, nh = 0, ns = 0;
-
-	for (size_t i = 0; i < m->cap; i++) {
-		nh += m->rows[i].lock != NULL && (m->rows[i].kf & KLI_LS_KF_HOLDER);
-		ns += m->rows[i].lock != NULL && (m->rows[i].kf & KLI_LS_KF_STACK);
-	}
-	s->rows = m->n > nh + ns ? calloc(m->n - nh - ns, sizeof(*s->rows)) : NULL;
-	s->holders = nh != 0 ? calloc(nh, sizeof(*s->holders)) : NULL;
-	s->stacks = ns != 0 ? calloc(ns, sizeof(*s->stacks)) : NULL;
-	if ((m->n > nh + ns && s->rows == NULL) || (nh != 0 && s->holders == NULL) ||
-	    (ns != 0 && s->stacks == NULL))
-		return ENOMEM;
-	for (size_t i = 0; i < m->cap; i++) {
-		const struct kli_ls_row *r = &m->rows[i];
-
-		if (r->lock == NULL)
-			continue;
-		if (r->kf & KLI_LS_KF_HOLDER)
-			ls_fill_holder(&s->holders[h++], r);
-		else if (r->kf & KLI_LS_KF_STACK)
-			ls_fill_stack(&s->stacks[st++], r);
-		else
-			ls_fill_row(s, &s->rows[k++], r);
-	}
-	s->nrows = k;
-	s->nholders = h;
-	s->nstacks = st;
-	return 0;
-}
-
-int kl_lockstat_snapshot(struct kl_lockstat_snapshot *s)
-{
-	struct kli_ls_map m = { 0 };
-	int err;
-
-	memset(s, 0, sizeof(*s));
-	err = ls_collect(s, &m);
-	if (err == 0)
-		err = ls_fold_groups(&m);
-	if (err == 0)
-		err = ls_fill(s, &m);
-	ls_map_free(&m);
-	if (err != 0) {
-		kl_lockstat_snapshot_free(s);
-		return err;
-	}
-	s->cpus = kl_topology()->online_cpus;
-	s->hold_times = KLOCK_LOCKSTAT_HOLD;
-	if (s->threads == 0)
-		s->threads = 1;
-	if (s->elapsed_ns > 0)
-		s->wait_pct = 100.0 * (double)s->wait_ns / ((double)s->elapsed_ns * s->threads);
-	return 0;
 }
 
 /* Library start-up (kli_lockstat_init(), lockstat_ctl.c): the recorder's exit and fork
