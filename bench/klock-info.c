@@ -178,7 +178,7 @@ static void print_stalls(void)
 		       total[b] ? 100.0 * shared[b] / total[b] : 0.0);
 }
 
-/* What klock sizes from the CPU count (checked against the OS by tests/test_scale.c). */
+/* What klock sizes from the CPU count (checked against the OS by tests/unit/test_scale.c). */
 static void print_sizes(const struct kl_topology *t)
 {
 	struct kl_hashlock h;

@@ -218,6 +218,38 @@ static const char *const kb_palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7
 /* Point types cycled against the colours: 13 is prime to the 12 colours, so no two of the
  * first 156 locks share both colour and point. */
 #define KB_POINT_TYPES 13
+/* gnuplot dash types: klock's locks solid, peers dashed; a second or third placement of
+ * the same lock takes the next pair (short dashes, dot-dash). */
+#define KB_DT_KLOCK 1
+#define KB_DT_PEER 2
+#define KB_DT_PER_PLACEMENT 2
+/* The y axis turns logarithmic when the medians span this factor (three orders of
+ * magnitude): on a linear one the collapsed locks lie flat on zero. */
+#define KB_LOG_Y_SPAN 1000.0
+
+/* Dash type of a series: solid for klock, dashed for peers, shifted per placement. */
+static int series_dash(const struct kb_config *c)
+{
+	bool klock = c->ops != NULL && strcmp(c->ops->family, "klock") == 0;
+
+	return (klock ? KB_DT_KLOCK : KB_DT_PEER) + (int)c->placement * KB_DT_PER_PLACEMENT;
+}
+
+/* Whether the positive medians of @rs span KB_LOG_Y_SPAN or more. */
+static bool wants_log_y(const struct kb_results *rs)
+{
+	double lo = INFINITY, hi = 0;
+
+	for (size_t i = 0; i < rs->n; i++) {
+		double v = kb_median_ops(rs, &rs->v[i].cfg);
+
+		if (v > 0) {
+			lo = fmin(lo, v);
+			hi = fmax(hi, v);
+		}
+	}
+	return hi > 0 && hi / lo >= KB_LOG_Y_SPAN;
+}
 
 /* Index of series s's lock among the distinct locks of the series before it. */
 static size_t lock_ordinal(const struct kb_results *rs, const size_t *head, size_t s)
@@ -259,8 +291,12 @@ int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char 
 		lo = fmin(lo, axis_value(&rs->v[i].cfg, x));
 		hi = fmax(hi, axis_value(&rs->v[i].cfg, x));
 	}
-	fprintf(g, "set xlabel '%s'\nset ylabel 'operations/s (median over repeats)'\n"
-		"set yrange [0:*]\n", xlabel[x]);
+	fprintf(g, "set xlabel '%s'\nset ylabel 'operations/s (median over repeats%s)'\n",
+		xlabel[x], wants_log_y(rs) ? ", log scale" : "");
+	if (wants_log_y(rs))
+		fprintf(g, "set logscale y 10\n");
+	else
+		fprintf(g, "set yrange [0:*]\n");
 	if (lo > 0 && hi / lo >= 16)
 		fprintf(g, "set logscale x 2\n");
 	else if (x == KB_AX_WRITE && lo == 0 && hi >= 10)
@@ -276,7 +312,7 @@ int kb_plot_throughput(const char *svg, const struct kb_results *rs, const char 
 		series_title(rs, c, x, name, sizeof(name));
 		fprintf(g, "%s$s%zu using ($1 > 0 ? $1 : 0.01):2 with linespoints lw 2 pt %zu "
 			"lc rgb '%s' dt %d title '%s'", s ? ", " : "", s, k % KB_POINT_TYPES + 1,
-			kb_palette[k % KB_PALETTE], (int)c->placement + 1, name);
+			kb_palette[k % KB_PALETTE], series_dash(c), name);
 	}
 	fprintf(g, "\n");
 	free(head);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause
-# Issue 16's real programs, each A/B'd by bench/preload_ab.py (A = glibc's locks, B =
+# The real programs of the interposer's floors, each A/B'd by bench/preload_ab.py (A = glibc's locks, B =
 # LD_PRELOAD=libklock-preload.so, interleaved, the order swapped every round, medians):
 # sysbench mutex and threads, pbzip2 -p2, pigz, zstd -T2, memcached -t 4 driven by
 # memaslap, redis-server driven by redis-benchmark, and a GIL-bound threaded python3. Prints

@@ -25,7 +25,7 @@ mutex's runs spread +-25% on a 2-vCPU VM), so the runs also go through ministat'
 Student's t (`klbench compare`, found next to PRELOAD's build or given with --klbench):
 the last line says how much worse klock is, as a percentage of glibc's mean with its
 confidence half-width, and whether that is proven (the interval excludes 0) and whether
-it is proven past --line percent (default 5: issue 16's "no program slower by more").
+it is proven past --line percent (default 5: no program should be slower by more).
 """
 import argparse
 import hashlib

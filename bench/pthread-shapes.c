@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench/pthread-shapes.c - three lock shapes real programs have, in plain pthread calls,
- * to compare the interposer's KLOCK_MUTEX selections with glibc (issue 13 item 11). Links
+ * to compare the interposer's KLOCK_MUTEX selections with glibc. Links
  * no klock: run it plain and under LD_PRELOAD=libklock-preload.so (bench/preload_ab.py).
  *
  *   pthread-shapes -m longhold|convoy|queue [-t threads] [-s seconds]

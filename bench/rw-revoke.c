@@ -2,7 +2,7 @@
 /*
  * bench/rw-revoke.c - what a kl_rwlock writer pays to revoke the reader bias, against the
  * number of threads that have used klock. A revoking writer reads the lock's column in
- * every thread record ever registered (locks/rwlock.c, rw_revoke(); records are reused,
+ * every thread record ever registered (locks/primitives/rwlock.c, rw_revoke(); records are reused,
  * never unlinked), so the cost grows with the process's thread count - on a 256-CPU
  * machine running a thread per CPU, 256 records at least, each line last written by
  * another CPU.

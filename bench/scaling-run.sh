@@ -77,7 +77,7 @@ built() {
 	echo "$list"
 }
 common=(-q -t "1-cpus*2" -p compact,scatter)
-# absl_mutex and tbb_queuing_mutex: issue 16's thread-sweep floor compares kl_mutex with them.
+# absl_mutex and tbb_queuing_mutex: the [peers] thread-sweep floor compares kl_mutex with them.
 mutexes=$(built kl_mutex kl_ticket kl_mcs kl_rwlock pthread_mutex pthread_mutex_adaptive \
 	pthread_spin pthread_rwlock ck_spinlock_ticket ck_spinlock_mcs absl_mutex tbb_queuing_mutex)
 part mutex-sweep $B_MUTEX run "${common[@]}" -l "$mutexes" -w 100 --budget $B_MUTEX \

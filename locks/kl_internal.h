@@ -45,7 +45,7 @@ void kli_init(void);
  * meaningful for the KLOCK_* switches listed in README.md. */
 bool kli_env_flag(const char *name);
 
-/* ---- time (locks/clock.c) ---------------------------------------------------------- */
+/* ---- time (locks/substrate/clock.c) ---------------------------------------------------------- */
 
 /* CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t kli_now_ns(void);
@@ -88,7 +88,7 @@ int kli_wait_realtime(const _Atomic uint32_t *addr, uint32_t expected,
 uint64_t kli_ns_to_cycles(uint64_t ns);
 uint64_t kli_cycles_to_ns(uint64_t cycles);
 
-/* ---- reporting (locks/report.c) ---------------------------------------------------- */
+/* ---- reporting (locks/instruments/report.c) ---------------------------------------------------- */
 
 /*
  * Report a contract violation found by a debug build (-Ddebug_locks) or an instrument:
@@ -114,7 +114,7 @@ void kli_symbolize(const void *addr, char *buf, size_t len);
 
 /* The function containing @addr from its object's ELF .symtab (static functions, an
  * executable's own functions: what dladdr cannot name). Name into @name, offset into
- * *@off. False if the object is stripped or not ELF. Report-time only (locks/symtab.c). */
+ * *@off. False if the object is stripped or not ELF. Report-time only (locks/instruments/symtab.c). */
 bool kli_symtab_lookup(const void *addr, char *name, size_t len, uintptr_t *off);
 
 /* The data object (STT_OBJECT) containing @addr - a lock in static storage: its name,
@@ -137,13 +137,13 @@ const char *kli_symtab_object(const void *addr, const char *dli_fname);
 void kli_site_skip_init(void);
 
 /* @site, or when it lies in a skipped object, the first caller outside them (one stack
- * walk). Slow paths only (locks/symtab.c). */
+ * walk). Slow paths only (locks/instruments/symtab.c). */
 const void *kli_site_program(const void *site);
 
 /* The call stack from @site outwards: stores at most @max return addresses into @pcs, the
  * first being @site itself (found in a walk of the calling thread's stack), and returns
  * how many; 0 when @site is not on the stack or no unwinder is built in. No allocation;
- * slow paths only (locks/symtab.c). */
+ * slow paths only (locks/instruments/symtab.c). */
 unsigned kli_stack_from(const void *site, const void **pcs, unsigned max);
 
 /* Number of reports made so far (tests count them). */
@@ -190,7 +190,7 @@ void kli_preload_relock(const void *lock, const void *site) __attribute__((noret
 bool kli_preload_unlock_misuse(const void *lock, bool foreign, const void *site);
 #endif
 
-/* ---- test points (fault injection, locks/report.c) --------------------------------- */
+/* ---- test points (fault injection, locks/instruments/report.c) --------------------------------- */
 
 /* A test sets this to widen a race window at a named place on a slow path (it may sleep
  * there); NULL otherwise. Read with one relaxed load and a predicted branch, on slow paths

@@ -73,7 +73,7 @@
 /* Longest -L/-F pattern with its NUL (KL_LOCKSTAT_MATCH_MAX in <klock/lockstat.h>:
  * klock-stat does not include the library's headers). */
 #define MATCH_MAX 64
-/* The attach channel's abstract socket name (locks/lockstat.c: LS_ATTACH_NAME). */
+/* The attach channel's abstract socket name (locks/instruments/lockstat.c: LS_ATTACH_NAME). */
 #define ATTACH_NAME "klock-lockstat.%ld"
 /* Deepest -S stack: KL_LOCKSTAT_STACK_MAX of klock/lockstat.h (this tool links no klock). */
 #define STACK_MAX 8
@@ -712,7 +712,7 @@ static void open_ctl(struct run_ctx *c)
 	c->ctl_w = p[1];
 }
 
-/* ---- --attach PID (locks/lockstat.c: the attach channel) -------------------------- */
+/* ---- --attach PID (locks/instruments/lockstat.c: the attach channel) -------------------------- */
 
 static volatile sig_atomic_t attach_stop;
 

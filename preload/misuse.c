@@ -21,7 +21,7 @@
  * silently); `warn` reports every time; `abort` reports and aborts (klock's own default:
  * the way to find such bugs). ERRORCHECK and RECURSIVE mutexes keep their error codes, and
  * the native kl_* API (libklock.so) keeps its documented reports: this is the preload's
- * copy only (KLOCK_PRELOAD=1, locks/mutex.c calls kli_preload_*()).
+ * copy only (KLOCK_PRELOAD=1, locks/primitives/mutex.c calls kli_preload_*()).
  *
  * Per-lock counts live in a fixed table (MISUSE_LOCKS entries, inserted by CAS on the
  * address, never removed; a full table reports every time and counts nothing). lockstat's

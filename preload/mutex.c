@@ -40,7 +40,7 @@
  * thread records: records are recycled when threads exit, so a record pointer left by a
  * thread that exited holding the mutex would make the record's next thread its owner
  * (allowed to relock a RECURSIVE mutex, to unlock it, EDEADLK instead of ETIMEDOUT).
- * An owner id names one thread lifetime (locks/thread.h), so such a mutex stays locked
+ * An owner id names one thread lifetime (locks/substrate/thread.h), so such a mutex stays locked
  * and owned by nobody alive, as in glibc: EPERM on unlock, ETIMEDOUT on timedlock.
  */
 #include <stdlib.h>

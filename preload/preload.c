@@ -136,15 +136,15 @@
  * our constructor - the configuration is read on first use, glibc's functions are
  * resolved on first use, thread records come from mmap (not malloc, which may itself
  * lock a mutex), and klock's own start-up tolerates being re-entered on one thread
- * (locks/init.c, locks/thread.c).
+ * (locks/init.c, locks/substrate/thread.c).
  *
  * fork(). A lock the forking thread holds is held by the child's thread, whose thread
  * record is the same memory, so the child can unlock it; a lock another thread held stays
  * held (as in glibc). The substrate's internal locks (parking-lot buckets, the name
  * table, lockstat's maps, the thread registry) reset themselves in the child, and the
- * parking lot forgets the threads that were queued (locks/park.c); this library resets
+ * parking lot forgets the threads that were queued (locks/substrate/park.c); this library resets
  * its node-pool lock and frees the condvars' cancellation slots (preload/cond.c). Tested
- * in tests/test_preload_fork.c.
+ * in tests/preload/test_preload_fork.c.
  *
  * Call sites. klock's lockstat and reports name the caller of the lock function, which
  * here is an interposer. Every interposer first stores its own caller in the thread's

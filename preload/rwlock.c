@@ -198,7 +198,7 @@ static inline bool rw_pcpu(uint64_t t)
 }
 
 /* kl_pcpu_rwsem does not name its writer to others: the preload keeps the writer's owner
- * id (locks/thread.h: one per thread lifetime, never its recycled record) in the 32-bit
+ * id (locks/substrate/thread.h: one per thread lifetime, never its recycled record) in the 32-bit
  * spare word, written by the writer only, as 1 + (id / KLI_OWNER_STEP - 1) mod (2^32 - 1):
  * 0 stays "no writer". So a thread that reuses the record of a thread that exited
  * write-holding the lock is not its writer. Limit: the compressed ids repeat every

@@ -12,7 +12,7 @@
  * Then the answer is data from another process, printed to a terminal that may belong to
  * root: it is bounded (KSA_ANSWER_MAX), a JSON answer must be one well-formed JSON object
  * (-j output stays JSON), and every byte a terminal could act on is replaced before it is
- * printed. tests/test_stat_answer.c feeds these functions random and mutated answers.
+ * printed. tests/preload/test_stat_answer.c feeds these functions random and mutated answers.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -79,7 +79,7 @@ static inline void klt_sleep_ms(int64_t ms)
 
 /* For tests that plant misuse every build detects (unlock by a non-owner, relock of a held
  * lock): ThreadSanitizer and witness report that misuse themselves - and abort in CI - so
- * those tests skip in such builds; tests/sanitizer_plant.c and tests/test_witness.c plant
+ * those tests skip in such builds; tests/plant/sanitizer_plant.c and tests/unit/test_witness.c plant
  * the same cases for the instruments. */
 #define KLT_SKIP_IF_MISUSE_INSTRUMENTED()                                              \
 	do {                                                                             \

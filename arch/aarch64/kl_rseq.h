@@ -19,7 +19,7 @@
  * before its unlock count moves). The abort handler is preceded by RSEQ_SIG, the
  * signature glibc registers on aarch64 (0xd428bc00, a BRK encoding), and restarts.
  * Not exercised by CI: qemu-user does not emulate rseq, so glibc's registration fails
- * there, cpu_id reads -2 and locks/cpu.c selects the getcpu fallback; this returns false.
+ * there, cpu_id reads -2 and locks/substrate/cpu.c selects the getcpu fallback; this returns false.
  */
 #define KL_ARCH_HAVE_RSEQ 1
 /* No kl_arch_rseq_store_in() yet (x86_64 only: CI cannot run an aarch64 rseq section,

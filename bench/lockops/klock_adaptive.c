@@ -39,7 +39,7 @@ static bool ticket_trylock(void *l, void *ts)
 static const struct lockops kl_ticket_ops = {
 	.name = "kl_ticket",
 	.family = "klock",
-	.summary = "FIFO ticket spinlock, time-budgeted spin then yield (locks/ticket.c)",
+	.summary = "FIFO ticket spinlock, time-budgeted spin then yield (locks/primitives/ticket.c)",
 	.flags = LOCKOPS_SPIN,
 	.size = sizeof(struct kl_ticket),
 	.init = ticket_init,
@@ -80,7 +80,7 @@ static bool mcs_trylock(void *l, void *ts)
 static const struct lockops kl_mcs_ops = {
 	.name = "kl_mcs",
 	.family = "klock",
-	.summary = "MCS queue spinlock, caller-owned node, spin then yield (locks/mcs.c)",
+	.summary = "MCS queue spinlock, caller-owned node, spin then yield (locks/primitives/mcs.c)",
 	.flags = LOCKOPS_SPIN,
 	.size = sizeof(struct kl_mcs),
 	.tsize = sizeof(struct kl_mcs_node),
@@ -133,7 +133,7 @@ LOCKOPS_PAIR_LOOP(mutex_wloop, struct kl_mutex, kl_mutex_lock(L), kl_mutex_unloc
 static const struct lockops kl_mutex_ops = {
 	.name = "kl_mutex",
 	.family = "klock",
-	.summary = "adaptive mutex: OSQ spin (learnt budget), park, hand-off (locks/mutex.c)",
+	.summary = "adaptive mutex: OSQ spin (learnt budget), park, hand-off (locks/primitives/mutex.c)",
 	.size = sizeof(struct kl_mutex),
 	.init = mutex_init,
 	.destroy = mutex_destroy,
@@ -212,7 +212,7 @@ static const struct lockops kl_rwlock_ops = {
 	.name = "kl_rwlock",
 	.family = "klock",
 	.summary = "adaptive rwlock: counted sleepers, writer preference, reader hand-off "
-		   "(locks/rwlock.c)",
+		   "(locks/primitives/rwlock.c)",
 	.flags = LOCKOPS_RW | LOCKOPS_NO_RECURSE_READ,
 	.size = sizeof(struct kl_rwlock),
 	.init = rwlock_init,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench/lockops/klock_hashlock.c - kl_hashlock (locks/hashlock.c) as keyed locks.
+ * bench/lockops/klock_hashlock.c - kl_hashlock (locks/primitives/hashlock.c) as keyed locks.
  *
  * "A lock" here is a whole table: the adapter's object is a struct kl_hashlock with the
  * automatic number of stripes. key_lock(l, ts, key) locks whatever stripe protects `key`
@@ -82,7 +82,7 @@ static void hashlock_keys_unlock(void *l, void *ts, const void *const *keys, siz
 static const struct lockops kl_hashlock_ops = {
 	.name = "kl_hashlock",
 	.family = "klock",
-	.summary = "hashed lock table, kl_mutex stripes, auto size; keyed (locks/hashlock.c)",
+	.summary = "hashed lock table, kl_mutex stripes, auto size; keyed (locks/primitives/hashlock.c)",
 	.flags = LOCKOPS_KEYED,
 	.size = sizeof(struct kl_hashlock),
 	.init = hashlock_init,

@@ -57,10 +57,11 @@ const struct scenario kb_scenarios[] = {
 	  "with striping (lockstat's \"% of time waiting\" when lockstat is built; klbench's own\n"
 	  "time-inside-lock-calls always).\n",
 	  15, 8, scn_hashed_queue },
-	{ "floors", "every performance floor of the lock issues, measured side by side",
-	  "The performance floors the lock issues set (adaptive mutex/rwlock, rmlock and\n"
-	  "percpu-rwsem, hashed locks and lockstat), each measured in this one run against its\n"
-	  "baseline, with the ratio and whether it is met. Floors whose lock is not built in\n"
+	{ "floors", "the maintainers' gate: every performance floor of klock's designs",
+	  "The performance floors klock's designs promise, each tagged with its theme\n"
+	  "([adaptive] mutex/rwlock, [read-mostly] rmlock and percpu-rwsem, [hashed] locks,\n"
+	  "[reader-bias], [peers]) and measured in this one run against its baseline, with\n"
+	  "the ratio and whether it is met. Floors whose lock is not built in\n"
 	  "say so. On a shared or small machine read them as indications; rerun with more\n"
 	  "repeats (-r) before quoting one.\n",
 	  60, 0, scn_floors },

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench/scenarios/floors.c - `klbench scenario floors`: every performance floor the lock
- * issues set, measured in one run against its baseline, with the ratio and whether it
- * is met; a floor whose lock is not built in says n/a. What it teaches: whether the
- * designs deliver what their issues promised, side by side on one machine (read the
+ * bench/scenarios/floors.c - `klbench scenario floors`: the maintainers' gate. Every
+ * performance floor klock's designs promise, measured in one run against its baseline,
+ * with the ratio and whether it is met; a floor whose lock is not built in says n/a. Each
+ * line is tagged with its theme and says what it checks: [adaptive] kl_mutex/kl_rwlock
+ * against pthread, [read-mostly] kl_rmlock/kl_pcpu_rwsem, [hashed] kl_hashlock,
+ * [reader-bias] kl_rmlock's adaptive reader bias, [peers] the C++ and C peers (read the
  * figures of a shared or small machine as indications: rerun with more -r before quoting
  * one). This file holds the driver and what the themes share (the verdict line, medians,
- * uncontended pairs, the small sweeps); the floors themselves, grouped by issue, live in
- * floors_core.c (issues 3 and 4), floors_hash.c (5), floors_bias.c (14, 40) and
- * floors_peers.c (16).
+ * uncontended pairs, the small sweeps); the floors themselves live in floors_core.c
+ * (adaptive, read-mostly), floors_hash.c, floors_bias.c and floors_peers.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,14 +18,15 @@
 #include "floors.h"
 #include "ministat.h"
 
-/* One floor's verdict line. `value` NAN: a lock it needs is not built in. */
-void scn_floor_line(struct scn_ctx *x, const char *issue, const char *what, double value,
+/* One floor's verdict line, tagged with its theme. `value` NAN: a lock it needs is not built in. */
+void scn_floor_line(struct scn_ctx *x, const char *theme, const char *what, double value,
 		       bool ok, const char *unit)
 {
 	if (isnan(value))
-		scn_say(x, "  [%s] %-64s %10s  n/a (lock not built in)\n", issue, what, "-");
+		scn_say(x, "  [%-11s] %-64s %10s  n/a (lock not built in)\n", theme, what, "-");
 	else
-		scn_say(x, "  [%s] %-64s %9.2f%-1s  %s\n", issue, what, value, unit, scn_met(ok));
+		scn_say(x, "  [%-11s] %-64s %9.2f%-1s  %s\n", theme, what, value, unit,
+			scn_met(ok));
 }
 
 /* The repeats' throughputs of lock `name` at `t` threads, `w`% writes, into `s`. */

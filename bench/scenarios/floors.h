@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench/scenarios/floors.h - what the floors scenario's files share (floors.c) and the
- * floors of each theme, called by scn_floors() in this order: floors_core.c (issues 3
- * and 4), floors_hash.c (issue 5), floors_peers.c (issue 16), floors_bias.c (issues 14
- * and 40).
+ * floors of each theme, called by scn_floors() in this order: floors_core.c ([adaptive],
+ * [read-mostly]), floors_hash.c ([hashed]), floors_peers.c ([peers]), floors_bias.c
+ * ([reader-bias], and kl_rmlock's mixed-write lines, [read-mostly]).
  * Each takes the number of interleaved repeats; ratios are medians within the one run.
  */
 #ifndef KB_SCENARIOS_FLOORS_H
@@ -11,8 +11,9 @@
 
 #include "scenario.h"
 
-/* One floor's verdict line. `value` NAN: a lock it needs is not built in. */
-void scn_floor_line(struct scn_ctx *x, const char *issue, const char *what, double value,
+/* One floor's verdict line, tagged with its theme. `value` NAN: a lock it needs is not
+ * built in. */
+void scn_floor_line(struct scn_ctx *x, const char *theme, const char *what, double value,
 		    bool ok, const char *unit);
 /* Under a throughput floor "a / b >= line" at `t` threads, `w`% writes: ministat's verdict
  * on the repeats (the difference of the means with its 95% interval, and whether the

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench/scenarios/floors_bias.c - the floors of issue 14 (kl_rmlock's adaptive reader
+ * bench/scenarios/floors_bias.c - the [reader-bias] floors (kl_rmlock's adaptive reader
  * bias): its throughput at every crossover write share against the best of the classic
  * and biased rwlocks, at 2 threads and 4x CPUs, with the bias table; nothing lost at 0%
  * writes (the inline read pair against urcu-memb's); and the write pair with 2 readers
  * running against kl_rwlock's. Since kl_rmlock's unbiased mode is kl_rwlock's
- * algorithm, the "rm-mixed" lines raise the crossover floors where writes come (>= 0.9x
+ * algorithm, the mixed-write lines raise the crossover floors where writes come (>= 0.9x
  * at 10% writes and more, >= 0.8x at 0.1% and 1%, each with ministat's verdict on the
- * repeats) and the "rm-wpair" line bounds the write pair with 2 readers by its figure
+ * repeats) and a read-mostly line bounds the write pair with 2 readers by its figure
  * before that change.
  */
 #include <math.h>
@@ -25,7 +25,7 @@
  * its unbiased mode became kl_rwlock's, on the 2026-12 2-vCPU VM. */
 #define RM_WRITE_PAIR_BEFORE_NS 44.7
 
-/* The rm-mixed line for kl_rmlock / best (`who`) = `r` at `t` threads, `w`% writes, with
+/* The mixed-write line for kl_rmlock / best (`who`) = `r` at `t` threads, `w`% writes, with
  * ministat's verdict; none at 0% writes (the inline read pair's floor covers it). */
 static void rm_floor_mixed(struct scn_ctx *x, const struct kb_results *rs, const char *who,
 			unsigned t, double w, double r)
@@ -37,11 +37,11 @@ static void rm_floor_mixed(struct scn_ctx *x, const struct kb_results *rs, const
 		return;
 	snprintf(what, sizeof(what), "%u thr, %g%% writes: kl_rmlock / best (%s) >= %g", t, w,
 		 who, line);
-	scn_floor_line(x, "rm-mixed", what, r, r >= line, "x");
+	scn_floor_line(x, "read-mostly", what, r, r >= line, "x");
 	scn_floor_proof(x, rs, "kl_rmlock", who, t, w, line);
 }
 
-/* Issue 14: kl_rmlock's throughput at every crossover write share against the best of
+/* kl_rmlock's throughput at every crossover write share against the best of
  * the classic and biased rwlocks, at 2 threads and at 4x CPUs (one interleaved sweep). */
 void scn_floors_bias_crossover(struct scn_ctx *x, unsigned reps)
 {
@@ -79,7 +79,7 @@ void scn_floors_bias_crossover(struct scn_ctx *x, unsigned reps)
 			r = scn_ops_at(&rs, scn_lk("kl_rmlock"), th[t], writes[w]) / best;
 			snprintf(what, sizeof(what), "%u thr, %g%% writes: kl_rmlock / best (%s) >= 0.8",
 				 th[t], writes[w], who);
-			scn_floor_line(x, "14", what, r, r >= 0.8, "x");
+			scn_floor_line(x, "reader-bias", what, r, r >= 0.8, "x");
 			rm_floor_mixed(x, &rs, who, th[t], writes[w], r);
 		}
 		scn_bias_table(x, &rs, &s, th[t]);
@@ -87,7 +87,7 @@ void scn_floors_bias_crossover(struct scn_ctx *x, unsigned reps)
 	kb_results_free(&rs);
 }
 
-/* Issue 14: nothing lost at 0% writes (the inline read pair against urcu-memb's), and the
+/* Nothing lost at 0% writes (the inline read pair against urcu-memb's), and the
  * write pair with 2 readers running against kl_rwlock's: the burst mean (back-to-back
  * writes: the write rate at which the policy keeps the lock unbiased) and, for scale,
  * the isolated write after an idle gap (a revocation). */
@@ -100,7 +100,7 @@ void scn_floors_bias_pairs(struct scn_ctx *x, unsigned reps)
 	bool table[2];
 
 	scn_pairs(l, rd, 2, reps, ns, table);
-	scn_floor_line(x, "14", "kl_rmlock inline read pair / urcu-memb's <= 1.2", ns[0] / ns[1],
+	scn_floor_line(x, "reader-bias", "kl_rmlock inline read pair / urcu-memb's <= 1.2", ns[0] / ns[1],
 		   ns[0] / ns[1] <= 1.2, "x");
 	for (unsigned i = 0; i < reps; i++) {
 		brm[i] = brw[i] = NAN;
@@ -115,8 +115,8 @@ void scn_floors_bias_pairs(struct scn_ctx *x, unsigned reps)
 	b = rm && rw ? scn_median_d(brw, reps) : NAN;
 	scn_say(x, "       write pairs with 2 readers running, burst mean: kl_rmlock %.0f ns, "
 	    "kl_rwlock %.0f ns; kl_rmlock after an idle gap (revoking) %.0f ns\n", a, b, irm);
-	scn_floor_line(x, "14", "kl_rmlock write pair (2 readers, burst) / kl_rwlock's <= 2", a / b,
+	scn_floor_line(x, "reader-bias", "kl_rmlock write pair (2 readers, burst) / kl_rwlock's <= 2", a / b,
 		   a / b <= 2, "x");
-	scn_floor_line(x, "rm-wpair", "kl_rmlock write pair (2 readers, burst) <= 44.7 ns (before)", a,
+	scn_floor_line(x, "read-mostly", "kl_rmlock write pair (2 readers, burst) <= 44.7 ns (before)", a,
 		   a <= RM_WRITE_PAIR_BEFORE_NS, "ns");
 }

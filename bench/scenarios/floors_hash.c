@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench/scenarios/floors_hash.c - the floors of issue 5: kl_hashlock against one global
+ * bench/scenarios/floors_hash.c - the [hashed] floors: kl_hashlock against one global
  * kl_mutex over the same table (throughput, and with lockstat the contended fraction,
  * also for the FIFO pair kl_ticket / kl_hashlock_ticket), and what lockstat's recording
  * costs an uncontended kl_mutex pair.
@@ -9,14 +9,14 @@
 
 #include "floors.h"
 
-/* Issue 5: an uncontended kl_mutex loop with lockstat recording vs not (hold times off). */
+/* An uncontended kl_mutex loop with lockstat recording vs not (hold times off). */
 static void floors_lockstat_cost(struct scn_ctx *x, unsigned reps)
 {
 	const struct lockops *m = scn_lk("kl_mutex");
 	double on[SCN_REPEATS * 4], off[SCN_REPEATS * 4], a, b;
 
 	if (m == NULL) {
-		scn_floor_line(x, "5",
+		scn_floor_line(x, "hashed",
 			       "lockstat recording: uncontended pair / not recording <= 1.3", NAN,
 			       false, "x");
 		return;
@@ -29,7 +29,7 @@ static void floors_lockstat_cost(struct scn_ctx *x, unsigned reps)
 	}
 	a = scn_median_d(on, reps);
 	b = scn_median_d(off, reps);
-	scn_floor_line(x, "5",
+	scn_floor_line(x, "hashed",
 		       "lockstat recording: uncontended kl_mutex pair / not recording <= 1.3",
 		       a / b, a / b <= 1.3, "x");
 }
@@ -83,19 +83,19 @@ void scn_floors_hash(struct scn_ctx *x, unsigned reps)
 		c = contended_drop(&rs, mx, hl);
 		cf = contended_drop(&rs, tk, hlt);
 	}
-	scn_floor_line(x, "5", "2 threads, random keys: kl_hashlock / one global kl_mutex >= 1.8",
+	scn_floor_line(x, "hashed", "2 threads, random keys: kl_hashlock / one global kl_mutex >= 1.8",
 		       r, r >= 1.8, "x");
 	if (!kb_lockstat_available()) {
 		scn_say(x, "  [5] contended-fraction drop and lockstat overhead: %s\n",
 		    kb_lockstat_why());
 	} else {
-		scn_floor_line(x, "5", "contended fraction: global kl_mutex / kl_hashlock >= 10", c,
+		scn_floor_line(x, "hashed", "contended fraction: global kl_mutex / kl_hashlock >= 10", c,
 			   c >= 10, "x");
 		scn_say(x, "       (a barging global mutex turns contention into few, long "
 		    "waits: its\n"
 		    "       re-locking holder rarely finds the lock taken; the %% time waiting\n"
 		    "       above is the drop it shows. FIFO locks count every wait:)\n");
-		scn_floor_line(x, "5",
+		scn_floor_line(x, "hashed",
 			       "contended fraction: global kl_ticket / kl_hashlock_ticket >= 10",
 			       cf, cf >= 10, "x");
 		floors_lockstat_cost(x, reps);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench/scenarios/floors_peers.c - the floors of issue 16: klock against the C++ peers
+ * bench/scenarios/floors_peers.c - the [peers] floors: klock against the C++ peers
  * (absl, oneTBB, std) and ck - the giant duel against absl::Mutex and glibc's mutex
  * (calls/s, voluntary switches, the worst repeat), one exclusive thread sweep (kl_mutex
  * against absl and tbb's MCS mutex at every count, kl_rwlock's writers against kl_mutex,
@@ -86,19 +86,19 @@ static void floors_peer_duel(struct scn_ctx *x, unsigned reps)
 	kl = scn_find_cfg(&d, scn_lk("kl_mutex"), 2, 100, -1);
 	pt = scn_find_cfg(&d, scn_lk("pthread_mutex"), 2, 100, -1);
 	r = scn_ratio(&d, "kl_mutex", "absl_mutex", 2, 100);
-	scn_floor_line(x, "16", "duel (2 threads, cs=1): kl_mutex / absl_mutex calls/s >= 1.2", r,
+	scn_floor_line(x, "peers", "duel (2 threads, cs=1): kl_mutex / absl_mutex calls/s >= 1.2", r,
 		   r >= 1.2, "x");
 	scn_floor_proof(x, &d, "kl_mutex", "absl_mutex", 2, 100, 1.2);
 	r = scn_ratio(&d, "kl_mutex", "pthread_mutex", 2, 100);
-	scn_floor_line(x, "16", "duel: kl_mutex / pthread_mutex calls/s >= 2", r, r >= 2, "x");
+	scn_floor_line(x, "peers", "duel: kl_mutex / pthread_mutex calls/s >= 2", r, r >= 2, "x");
 	scn_floor_proof(x, &d, "kl_mutex", "pthread_mutex", 2, 100, 2);
 	floors_peer_duel_ceiling(x, &d, reps);
 	pv = pt ? fmax(1, kb_metric_median(&d, pt, scn_g_vcsw_s)) : NAN;
 	r = kl ? kb_metric_median(&d, kl, scn_g_vcsw_s) / pv : NAN;
-	scn_floor_line(x, "16", "duel: kl_mutex / pthread_mutex voluntary switches <= 0.1", r,
+	scn_floor_line(x, "peers", "duel: kl_mutex / pthread_mutex voluntary switches <= 0.1", r,
 		   r <= 0.1, "x");
 	r = metric_max(&d, kl, scn_g_vcsw_s) / pv;
-	scn_floor_line(x, "16", "duel: the same, kl_mutex's worst repeat <= 0.1", r, r <= 0.1, "x");
+	scn_floor_line(x, "peers", "duel: the same, kl_mutex's worst repeat <= 0.1", r, r <= 0.1, "x");
 	kb_results_free(&d);
 }
 
@@ -128,18 +128,18 @@ static void floors_peer_sweep(struct scn_ctx *x, unsigned reps)
 		r = min_ratio(&rs, "kl_mutex", peer[i], t, nt, 100, &at);
 		snprintf(what, sizeof(what), "thread-sweep, every count: kl_mutex / %s >= 1 (min@%u)",
 			 peer[i], at);
-		scn_floor_line(x, "16", what, r, r >= 1, "x");
+		scn_floor_line(x, "peers", what, r, r >= 1, "x");
 		scn_floor_proof(x, &rs, "kl_mutex", peer[i], at, 100, 1);
 	}
 	r = scn_ratio(&rs, "kl_rwlock", "kl_mutex", 2, 100);
-	scn_floor_line(x, "16", "write-only, 2 threads: kl_rwlock / kl_mutex >= 0.9", r, r >= 0.9,
+	scn_floor_line(x, "peers", "write-only, 2 threads: kl_rwlock / kl_mutex >= 0.9", r, r >= 0.9,
 		   "x");
 	scn_floor_proof(x, &rs, "kl_rwlock", "kl_mutex", 2, 100, 0.9);
 	for (int i = 0; i < 2; i++) {
 		r = min_ratio(&rs, mine[i], ck[i], t, nlow, 100, &at);
 		snprintf(what, sizeof(what), "<= CPUs threads: %s / %s >= 0.95 (min@%u)", mine[i],
 			 ck[i], at);
-		scn_floor_line(x, "16", what, r, r >= 0.95, "x");
+		scn_floor_line(x, "peers", what, r, r >= 0.95, "x");
 		scn_floor_proof(x, &rs, mine[i], ck[i], at, 100, 0.95);
 	}
 	kb_results_free(&rs);
@@ -163,7 +163,7 @@ static void floors_peer_rw(struct scn_ctx *x, unsigned reps)
 
 			snprintf(what, sizeof(what), "%g%% writes: kl_rwlock / %s >= 1", writes[w],
 				 names[p]);
-			scn_floor_line(x, "16", what, r, r >= 1, "x");
+			scn_floor_line(x, "peers", what, r, r >= 1, "x");
 			scn_floor_proof(x, &rs, "kl_rwlock", names[p], cpus, writes[w], 1);
 		}
 	}

@@ -36,4 +36,17 @@
 #define KL_ALIGNED(n)
 #endif
 
+/*
+ * Whether this build lets the public headers inline lock fast paths (defined, or not):
+ * C only (C++ calls the library), and no instrument that must see every acquisition from
+ * inside the library (debug owner tracking, witness, TSan or valgrind annotations,
+ * lockstat hold times). Each header also honours KLOCK_NO_INLINE where it is included:
+ *   #if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
+ * Private to the headers.
+ */
+#if !defined(__cplusplus) && !KLOCK_DEBUG_LOCKS && !KLOCK_WITNESS && !KLOCK_TSAN && \
+	!KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#define KL_INLINE_FAST_PATHS_ 1
+#endif
+
 #endif /* KLOCK_COMPILER_H */

@@ -24,7 +24,7 @@
 
 KL_BEGIN_DECLS
 
-/* Fields are private to the library (see locks/cond.c). */
+/* Fields are private to the library (see locks/primitives/cond.c). */
 struct kl_cond {
 	KL_ATOMIC(uint32_t) waiters;  /* threads queued in a wait (counted under the mutex) */
 	KL_ATOMIC(uint32_t) state;    /* 0, or the poison kl_cond_destroy() leaves */

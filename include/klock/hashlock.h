@@ -57,7 +57,7 @@ KL_BEGIN_DECLS
 /* Most keys kl_hashlock_lockn() takes at once. */
 #define KL_HASHLOCK_LOCKN_MAX 32
 
-/* A hashed lock table. Fields are private to the library (locks/hashlock.c). */
+/* A hashed lock table. Fields are private to the library (locks/primitives/hashlock.c). */
 struct kl_hashlock {
 	void *stripes;       /* nstripes padded stripe locks, allocated by init */
 	uint32_t shift;      /* 63 - log2(nstripes): the hash keeps its top log2 bits */

@@ -239,8 +239,7 @@ KL_API void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bi
  * (klock/config.h), and in C++, the calls above are made as written. Define
  * KLOCK_NO_INLINE before including to force the calls (e.g. for LD_PRELOAD interposers).
  */
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 #define KL_RM_INLINE 1
 
 /* A writer sleeps waiting for this thread's hold: wake it (the out-of-line paths do the

@@ -61,7 +61,7 @@
 
 KL_BEGIN_DECLS
 
-/* Fields are private to the library (layout in locks/rwlock.c's theory block). */
+/* Fields are private to the library (layout in locks/primitives/rwlock.c's theory block). */
 struct kl_rwlock {
 	KL_ATOMIC(uintptr_t) word;   /* readers << 7, or writer owner id | WRLOCK; + flags */
 	KL_ATOMIC(uint32_t) wwait;   /* writers asleep or about to be (low half) | wake-ups
@@ -151,7 +151,7 @@ KL_API void kl_rwlock_write_downgrade(struct kl_rwlock *rw) KL_NONNULL(1);
 /** kl_rwlock_wowned - true if the calling thread holds @rw exclusively. Never blocks. */
 KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
 
-/* The word's encoding (private; locks/rwlock.c's RW_*): the write-held bit (a writer's
+/* The word's encoding (private; locks/primitives/rwlock.c's RW_*): the write-held bit (a writer's
  * word is its owner id, kl_mutex_self_, whose low bits are 0, with this bit set), the bit
  * that says a writer waits, the destroyed bit, the reader-bias bit, the bit that says a
  * revoking writer sleeps, the bits that keep a new reader out (write-held, a writer
@@ -170,13 +170,13 @@ KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
  * concerns. Private; changes no lock state. */
 KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
 
-/* The turn of a writer spinning alone (locks/rwlock.c): it claimed its turn, or the
+/* The turn of a writer spinning alone (locks/primitives/rwlock.c): it claimed its turn, or the
  * caller released @rw RW_PASS_MAX times in a row past it; wait a moment for it to take
  * the free lock. Private. */
 KL_API void kl_rwlock_write_polite_(struct kl_rwlock *rw) KL_NONNULL(1);
 
 #ifndef __cplusplus
-/* Private (locks/rwlock.c and the inline unlock below). After a write release while one
+/* Private (locks/primitives/rwlock.c and the inline unlock below). After a write release while one
  * writer spins alone: count the release in wpasses, the spinner's sign of progress, and
  * once the count reaches KL_MUTEX_PASS_MAX_ (the spinner's claim sets it there) leave it
  * the turn. A relaxed hint. */
@@ -189,7 +189,7 @@ static inline void kl_rwlock_count_pass_(struct kl_rwlock *rw)
 		kl_rwlock_write_polite_(rw);
 }
 
-/* Private (locks/rwlock.c's write fast paths and the inline lock below). The write take
+/* Private (locks/primitives/rwlock.c's write fast paths and the inline lock below). The write take
  * W1 by @me (acquire, pairs with W2 and R2): from a free word, or from a free word whose
  * only flag is WRWANT (writers asleep), keeping the flag - writers barge, as the slow
  * path's first try (rw_write_try) does. Without the second CAS a writer that releases and
@@ -210,7 +210,7 @@ static inline bool kl_rwlock_write_take_(struct kl_rwlock *rw, uintptr_t me)
 			memory_order_acquire, memory_order_relaxed));
 }
 
-/* Private (locks/rwlock.c's kl_rwlock_write_unlock() and the inline unlock below). The
+/* Private (locks/primitives/rwlock.c's kl_rwlock_write_unlock() and the inline unlock below). The
  * write release W2 by @me (seq_cst: store-buffering with S1/S2, then the counts are read):
  * a word with WRWANT (writers asleep, most likely) is released keeping the flag, as the
  * slow path would while they sleep. Returns the word released, or 0 when this is not
@@ -243,7 +243,7 @@ static inline uintptr_t kl_rwlock_write_release_(struct kl_rwlock *rw, uintptr_t
 /* Private. After kl_rwlock_write_release_() released @v: did a sleeper count itself
  * before our W2 (the S1/S2 pair) - a reader, or a writer with no wake-up on its way to it
  * (wwait: writers asleep in the low half, wake-ups on their way in the high half, at most
- * the low half; locks/rwlock.c's W3)? Then it must be woken (kl_rwlock_write_unlocked_()).
+ * the low half; locks/primitives/rwlock.c's W3)? Then it must be woken (kl_rwlock_write_unlocked_()).
  * If no writer is counted at all, a WRWANT kept is stale and is dropped from the free
  * word, or every lock and unlock after it would take a second CAS. */
 #define KL_RWLOCK_WW_WOKEN_ 0x10000u
@@ -270,7 +270,7 @@ static inline bool kl_rwlock_write_sleepers_(struct kl_rwlock *rw, uintptr_t v)
 KL_API void kl_rwlock_read_contended_(struct kl_rwlock *rw) KL_NONNULL(1);
 
 /*
- * Reader bias (private; locks/rwlock.c's theory block). While the word has BIAS, a reader
+ * Reader bias (private; locks/primitives/rwlock.c's theory block). While the word has BIAS, a reader
  * may publish its hold in its own thread's row of KL_RWLOCK_BIAS_SLOTS_ slots (the column
  * a hash of the lock's address) instead of counting itself in the shared word; a writer
  * clears the bias and waits for the published holds to go. kl_rwlock_bias_ is the calling
@@ -305,7 +305,7 @@ static inline void kl_rwlock_bias_leave_(struct kl_rwlock *rw, _Atomic uintptr_t
 		kl_rwlock_bias_released_(rw);
 }
 
-/* A biased read entry (B1/B2 of locks/rwlock.c): publish @rw in our row's free slot, then
+/* A biased read entry (B1/B2 of locks/primitives/rwlock.c): publish @rw in our row's free slot, then
  * look at the word; BIAS with no blocking bit admits us, else the slot is taken back. */
 static inline bool kl_rwlock_bias_enter_(struct kl_rwlock *rw)
 {
@@ -335,7 +335,7 @@ KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NON
  * ---- inline fast paths ---------------------------------------------------------------
  * As klock/mutex.h's (the same build conditions; KLOCK_NO_INLINE forces the calls).
  * Write: the uncontended lock CASes the word from 0 to the caller's owner id | WRLOCK (W1
- * of locks/rwlock.c, acquire), and the unlock, while no reader sleeps, CASes it back to 0
+ * of locks/primitives/rwlock.c, acquire), and the unlock, while no reader sleeps, CASes it back to 0
  * (W2, seq_cst) and then loads the two sleeper counts (seq_cst: the store-buffering pair
  * with each sleeper's S1/S2 count-then-look). A sleeper counted calls the library's wake
  * half, kl_rwlock_write_unlocked_(); else a writer spinning alone gets the release
@@ -351,8 +351,7 @@ KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NON
  * counted itself asleep (the S2 pair), or was no read hold at all (misuse), the library's
  * rest, kl_rwlock_read_released_().
  */
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
+#if defined(KL_INLINE_FAST_PATHS_) && !defined(KLOCK_NO_INLINE)
 #define KL_RWLOCK_INLINE 1
 
 static inline void kl_rwlock_write_lock_inline(struct kl_rwlock *rw)
@@ -393,7 +392,7 @@ static inline void kl_rwlock_read_lock_inline(struct kl_rwlock *rw)
 						    &rw->word, &v, v + KL_RWLOCK_RD_ONE_,
 						    memory_order_acquire, memory_order_relaxed),
 				    1)) {
-		return; /* R1: acquire, pairs with the last writer's W2/G3 (locks/rwlock.c) */
+		return; /* R1: acquire, pairs with the last writer's W2/G3 (locks/primitives/rwlock.c) */
 	}
 	kl_rwlock_read_contended_(rw);
 }

@@ -81,30 +81,7 @@ KL_API bool kl_seqlock_read_retry(const struct kl_seqlock *sl, uint32_t seq) KL_
  * "did anything change since?" check. */
 KL_API uint32_t kl_seqlock_sequence(const struct kl_seqlock *sl) KL_NONNULL(1);
 
-#if !defined(__cplusplus) && !defined(KLOCK_NO_INLINE) && !KLOCK_DEBUG_LOCKS && \
-	!KLOCK_WITNESS && !KLOCK_TSAN && !KLOCK_VALGRIND_ANNOTATE && !KLOCK_LOCKSTAT_HOLD
-/* R1: acquire, pairs with W2 (the writer's release store making the sequence even). */
-static inline uint32_t kl_seqlock_read_begin_inline(const struct kl_seqlock *sl)
-{
-	uint32_t s = atomic_load_explicit(&sl->seq, memory_order_acquire);
-
-	if (__builtin_expect(!(s & 1), 1))
-		return s;
-	return (kl_seqlock_read_begin)(sl);
-}
-
-/* R2: acquire fence, pairs with W1 (the writer's release fence after making the sequence
- * odd): if the section read anything the writer wrote, this load sees the odd value or
- * later. */
-static inline bool kl_seqlock_read_retry_inline(const struct kl_seqlock *sl, uint32_t seq)
-{
-	atomic_thread_fence(memory_order_acquire);
-	return atomic_load_explicit(&sl->seq, memory_order_relaxed) != seq;
-}
-
-#define kl_seqlock_read_begin(sl) kl_seqlock_read_begin_inline(sl)
-#define kl_seqlock_read_retry(sl, seq) kl_seqlock_read_retry_inline((sl), (seq))
-#endif
+#include <klock/inline/seqlock.h>
 
 KL_END_DECLS
 
