@@ -6,14 +6,17 @@
  *   contention-target
  *
  * Prints "ready <pid>", then waits for SIGUSR1 (a tracer attaches meanwhile). Then
- * WORKERS threads (started together) each take `contention_lock` ROUNDS times in contention_worker_loop(),
- * holding it across a short busy loop and a sched_yield() so that they collide, prints "done <rounds>" and
- * returns from main() (klock-stat's exit report is written then).
+ * WORKERS threads (started together) each take `contention_lock` ROUNDS times in
+ * contention_worker_loop(), holding it across a short busy loop and a sched_yield() so
+ * that they collide, print "done <acquisitions> <ns>" (the contended phase's wall time:
+ * the probes' cost, with and without a tracer attached, docs/lockstat.md) and return
+ * from main() (klock-stat's exit report is written then).
  */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Threads that contend, and acquisitions each. */
@@ -48,6 +51,7 @@ static void *worker(void *arg)
 int main(void)
 {
 	pthread_t t[WORKERS];
+	struct timespec t0, t1;
 	sigset_t set;
 	int sig;
 
@@ -59,12 +63,15 @@ int main(void)
 	if (sigwait(&set, &sig) != 0)
 		return 1;
 	pthread_barrier_init(&start_line, NULL, WORKERS);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < WORKERS; i++)
 		if (pthread_create(&t[i], NULL, worker, NULL) != 0)
 			return 1;
 	for (int i = 0; i < WORKERS; i++)
 		pthread_join(t[i], NULL);
-	printf("done %lu\n", (unsigned long)WORKERS * ROUNDS);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("done %lu %lld\n", (unsigned long)WORKERS * ROUNDS,
+	       (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 	fflush(stdout);
 	return 0;
 }
