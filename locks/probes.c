@@ -7,9 +7,10 @@
  * episode on a lock klock can name first reports the name: its kl_lock_set_name() name,
  * a lock group member's "<owner> stripe 3", else - as klock-stat names the locks of an
  * unmodified program - the data symbol that holds it ("table_lock", "locks+0x40").
- * Looking a name up costs a hash lookup or a symbol-table search (microseconds), so each
- * thread remembers the last PROBE_CACHE locks it named and names one again only every
- * PROBE_RENAME_EVERY of its episodes (a tracer that attaches later still learns it).
+ * Looking a name up costs a hash lookup or a symbol-table search (a file mapped: about a
+ * millisecond), so each thread remembers the last PROBE_CACHE locks it named and names
+ * one again only PROBE_RENAME_NS after it last did (a tracer that attaches later still
+ * learns the name within that time).
  *
  * Only this file is compiled with _SDT_HAS_SEMAPHORES: the other probes have none (a
  * probe with a semaphore must have its variable defined, and they need no gate), so it
@@ -27,8 +28,8 @@
 #include "names_impl.h"
 #include "probes.h"
 
-/* A thread names a lock it named already again after this many episodes on it. */
-#define PROBE_RENAME_EVERY 64u
+/* A thread names a lock it named already again only this long after (1 s). */
+#define PROBE_RENAME_NS 1000000000ull
 /* Locks each thread remembers having named (direct-mapped by address; power of two). */
 #define PROBE_CACHE_BITS 4
 #define PROBE_CACHE (1u << PROBE_CACHE_BITS)
@@ -41,10 +42,10 @@
 __attribute__((section(".probes"), visibility("hidden")))
 volatile unsigned short klock_lock_name_semaphore;
 
-/* The locks this thread named lately, and its episodes on each since. */
+/* The locks this thread named lately, and when. */
 struct probe_named {
 	const void *lock;
-	unsigned repeats;
+	uint64_t at;   /* kli_now_ns() of the naming */
 };
 static __thread struct probe_named probe_cache[PROBE_CACHE]
 	__attribute__((tls_model("initial-exec")));
@@ -78,11 +79,12 @@ void kli_probe_lock_name(const void *lock)
 	struct probe_named *c = &probe_cache[((uint64_t)(uintptr_t)lock * PROBE_FIB_MULT) >>
 					     (64 - PROBE_CACHE_BITS)];
 	char name[PROBE_NAME_MAX];
+	uint64_t now = kli_now_ns();
 
-	if (c->lock == lock && ++c->repeats < PROBE_RENAME_EVERY)
+	if (c->lock == lock && now - c->at < PROBE_RENAME_NS)
 		return;
 	c->lock = lock;
-	c->repeats = 0;
+	c->at = now;
 	if (probe_name_of(lock, name, sizeof(name)))
 		STAP_PROBE2(klock, lock_name, lock, name);
 }

@@ -9,8 +9,9 @@
  * WORKERS threads (started together) each take `contention_lock` ROUNDS times in
  * contention_worker_loop(), holding it across a short busy loop and a sched_yield() so
  * that they collide, print "done <acquisitions> <ns>" (the contended phase's wall time:
- * the probes' cost, with and without a tracer attached, docs/lockstat.md) and return
- * from main() (klock-stat's exit report is written then).
+ * the probes' cost, with and without a tracer attached, docs/lockstat.md), wait for a
+ * second SIGUSR1 (a tracer reads its tables meanwhile, naming callers while the process
+ * lives) and return from main() (klock-stat's exit report is written then).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -73,5 +74,5 @@ int main(void)
 	printf("done %lu %lld\n", (unsigned long)WORKERS * ROUNDS,
 	       (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 	fflush(stdout);
-	return 0;
+	return sigwait(&set, &sig) == 0 ? 0 : 1;
 }

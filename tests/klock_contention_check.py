@@ -6,9 +6,11 @@
 
 TARGET (tests/contention_target.c) runs under klock-stat (the interposer, lockstat on) and
 waits for SIGUSR1. klock-contention attaches to it by pid; once it says it is tracing, the
-target contends contention_lock from contention_worker_loop() and exits. Checked:
-  - the first table (one interval after attaching) names the lock (contention_lock, the
-    name klock-stat gives it too) and the caller (contention_worker_loop);
+target contends contention_lock from contention_worker_loop(), says "done" and waits for
+a second SIGUSR1 to exit. Checked:
+  - the first table with contention (the tool prints one a second) names the lock
+    (contention_lock, the name klock-stat gives it too) and the caller
+    (contention_worker_loop);
   - the last table's contended count for that lock agrees with klock-stat's exit report
     of the same run within 10 %.
 Skipped (exit 77, with the reason) where uprobes cannot be attached: not root, no
@@ -97,6 +99,17 @@ def main():
                 skip(f'bpftrace could not attach here: {text.strip()}')
             fail(f'klock-contention did not start tracing: {text}')
         os.kill(pid, signal.SIGUSR1)
+        first = None
+        for line in tool.stdout:   # until a table with a row (its first one)
+            seen.append(line)
+            tabs = [t for t in tables(''.join(seen)) if t]
+            if tabs:
+                first = tabs[0]
+                break
+        done = target.stdout.readline()
+        if not done.startswith('done'):
+            fail(f'the target did not finish its contended phase: {done!r}')
+        os.kill(pid, signal.SIGUSR1)   # now exit: klock-stat writes its report
         try:
             rest, _ = tool.communicate(timeout=DEADLINE)
             target.communicate(timeout=DEADLINE)
@@ -107,9 +120,8 @@ def main():
         text = ''.join(seen) + rest
         print(text)
         tabs = [t for t in tables(text) if t]
-        if not tabs:
+        if first is None or not tabs:
             fail('klock-contention printed no contention')
-        first = tabs[0]
         if not any(lk == LOCK and caller == CALLER for _, lk, caller in first):
             fail(f'the first table does not name {LOCK} and {CALLER}: {first}')
         tool_count = sum(c for c, lk, _ in tabs[-1] if lk == LOCK)
