@@ -240,6 +240,7 @@ struct kli_wait {
 #endif
 };
 
+KLI_SDT_QUIET_BEGIN
 /* Probe side of kli_wait_begin(): remember the episode's lock, fire contention_begin. */
 static inline void kli_wait_probe_begin(struct kli_wait *w, const void *lock,
 					enum kli_kind kind, unsigned flags, const void *site)
@@ -286,6 +287,7 @@ static inline void kli_hook_revoke_end(const void *lock, enum kli_kind kind, uin
 {
 	KLI_PROBE4(revoke_end, lock, (int)kind, cost_ns, result);
 }
+KLI_SDT_QUIET_END
 
 enum { KLI_PHASE_NONE, KLI_PHASE_SPIN, KLI_PHASE_SLEEP };
 

@@ -74,6 +74,7 @@ static bool probe_name_of(const void *lock, char *buf, size_t len)
 	return snprintf(buf, len, "%s %s %zu", owner, m.member, m.index) > 0;
 }
 
+KLI_SDT_QUIET_BEGIN
 void kli_probe_lock_name(const void *lock)
 {
 	struct probe_named *c = &probe_cache[((uint64_t)(uintptr_t)lock * PROBE_FIB_MULT) >>
@@ -88,4 +89,7 @@ void kli_probe_lock_name(const void *lock)
 	if (probe_name_of(lock, name, sizeof(name)))
 		STAP_PROBE2(klock, lock_name, lock, name);
 }
+KLI_SDT_QUIET_END
+#else
+typedef int kli_probes_none; /* ISO C: a translation unit may not be empty */
 #endif /* KLOCK_PROBES */

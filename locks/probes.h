@@ -38,6 +38,20 @@
 #define KLI_PROBE_F_SPIN 0x8u   /* the lock never sleeps (a spinlock) */
 #define KLI_PROBE_F_MASK (KLI_PROBE_F_READ | KLI_PROBE_F_TRY | KLI_PROBE_F_SPIN)
 
+/* sys/sdt.h's argument macros pass empty variadic arguments, which clang's -Wpedantic
+ * reports (-Wgnu-zero-variadic-macro-arguments) at every probe: code that expands probes
+ * sits between these two (file scope; a _Pragma inside a macro does not reach a
+ * preprocessor warning). */
+#if defined(__clang__)
+#define KLI_SDT_QUIET_BEGIN                                                             \
+	_Pragma("clang diagnostic push")                                                \
+	_Pragma("clang diagnostic ignored \"-Wgnu-zero-variadic-macro-arguments\"")
+#define KLI_SDT_QUIET_END _Pragma("clang diagnostic pop")
+#else
+#define KLI_SDT_QUIET_BEGIN
+#define KLI_SDT_QUIET_END
+#endif
+
 #if KLOCK_PROBES
 #include <sys/sdt.h>
 
