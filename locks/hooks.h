@@ -23,19 +23,27 @@
  * (KLOCK_LOCKSTAT 0: empty); with lockstat compiled in but not recording, each costs one
  * load of a read-mostly flag and a predicted branch. A slow path brackets
  * its episode with a struct kli_wait on its stack:
- *   kli_wait_begin(&w)        the fast path failed (lockstat: start the wait clock)
+ *   kli_wait_begin(&w, lock, kind, flags, site)   the fast path failed (lockstat: start
+ *                             the wait clock; probe contention_begin)
  *   kli_wait_spin(&w)         entering a spin phase
  *   kli_wait_sleep(&w)        about to sleep (park / kl_wait)
+ *   kli_wait_handoff(&w)      the lock was handed to this waiter: it woke up owning it
+ *                             (probe handoff; kli_wait_handover_asleep() for FIFO locks
+ *                             also counts it in the process's events)
  *   kli_wait_end(&w, lock, kind, flags, site)   acquired (or gave up: KLI_HF_FAILED);
  *                             lockstat records one contended acquisition with its spin
- *                             and sleep time, keyed by (lock, site)
+ *                             and sleep time, keyed by (lock, site); probe contention_end
  *
  * POLICY events - compiled like the slow-path events, reported only from a lock's rare
  * paths (never an uncontended acquisition's):
+ *   kli_hook_revoke_begin(lock, kind)   a writer starts revoking the readers' bias
+ *                             (kl_rmlock, kl_rwlock; probe revoke_begin)
+ *   kli_hook_revoke_end(lock, kind, cost_ns, result)   it ended (0, or the errno a writer
+ *                             that gave up returns; probe revoke_end only)
  *   kli_hook_revoked(lock, kind, cost_ns, site)   a read-mostly lock's writer revoked the
  *                             readers' bias (kl_rmlock: membarrier + scan + drain, under the
  *                             write hold); cost_ns is how long that took. lockstat counts
- *                             it in the (lock, site) write row.
+ *                             it in the (lock, site) write row; also revoke_end.
  *   kli_hook_rearmed(lock, kind, unbiased_ns)   a reader re-armed the bias (kl_rmlock: the
  *                             winning CAS UNBIASED -> 0, once per window); unbiased_ns is
  *                             the stretch it closes (revocation to re-arm). The reader has
@@ -51,6 +59,11 @@
  * then name a member as "stripe i of <the table>", and lockstat folds the members' rows
  * into the owner's. The members' events are the only events: nothing is counted twice.
  *
+ * PROBES. The slow-path and policy events also fire the static probes of locks/probes.h
+ * (provider klock: contention_begin/end, handoff, revoke_begin/end, lock_name), unless
+ * built with -Dprobes=disabled. They are compiled in whether or not lockstat is, and cost
+ * a nop each on the slow path: no fast path carries one.
+ *
  * `site` is the caller of the public API function: pass KLI_SITE() (the return address)
  * from the exported function (the fast path) down to the slow path. It keys lockstat's
  * rows and names the culprit in witness and debug reports. Write KLI_SITE() at each use -
@@ -65,6 +78,7 @@
 #include "kl_internal.h"
 #include "names_impl.h"
 #include "events.h"
+#include "probes.h"
 
 /* The call site for hooks: the return address into the caller of the function that
  * expands it (use it only in the exported entry point; evaluate it where it is used). */
@@ -92,6 +106,15 @@ enum kli_kind {
 #define KLI_HF_RECURSE (1u << 4)  /* a permitted recursive acquisition; in created: the
                                    * lock permits recursion (witness stays quiet) */
 #define KLI_HF_STATIC (1u << 5)   /* created: statically initialised, seen on first use */
+
+/* The probes' flag bits are these seam bits (a stable interface: locks/probes.h). */
+_Static_assert(KLI_PROBE_F_READ == KLI_HF_READ && KLI_PROBE_F_TRY == KLI_HF_TRY &&
+	       KLI_PROBE_F_SPIN == KLI_HF_SPIN, "probe flag bits are the seam's");
+/* ... and the probes' kind numbers are enum kli_kind's (docs/lockstat.md lists them). */
+_Static_assert(KLI_KIND_MUTEX == 0 && KLI_KIND_RWLOCK == 1 && KLI_KIND_RMLOCK == 2 &&
+	       KLI_KIND_PCPU_RWSEM == 3 && KLI_KIND_SEQLOCK == 4 && KLI_KIND_TICKET == 5 &&
+	       KLI_KIND_MCS == 6 && KLI_KIND_HASHLOCK == 7 && KLI_KIND_COND == 8,
+	       "probe kind numbers are stable");
 
 /* Kind names as reports print them ("mutex", "rwlock", ...). */
 const char *kli_kind_name(enum kli_kind kind);
@@ -209,7 +232,62 @@ struct kli_wait {
 	                       * process's count at begin until kli_wait_end) */
 	bool asleep_handover; /* a FIFO lock was handed to us while we slept */
 	uint8_t phase;        /* KLI_PHASE_* */
+#if KLOCK_PROBES
+	const void *lock;     /* what kli_wait_begin() was told, for the handoff probe */
+	const void *site;
+	unsigned flags;
+	int kind;
+#endif
 };
+
+KLI_SDT_QUIET_BEGIN
+/* Probe side of kli_wait_begin(): remember the episode's lock, fire contention_begin. */
+static inline void kli_wait_probe_begin(struct kli_wait *w, const void *lock,
+					enum kli_kind kind, unsigned flags, const void *site)
+{
+#if KLOCK_PROBES
+	w->lock = lock;
+	w->site = kli_site(site);
+	w->flags = flags & KLI_PROBE_F_MASK;
+	w->kind = (int)kind;
+	KLI_PROBE_NAME(lock);
+	KLI_PROBE4(contention_begin, lock, w->kind, w->flags, w->site);
+#else
+	(void)w, (void)lock, (void)kind, (void)flags, (void)site;
+#endif
+}
+
+/* The lock was handed to this waiter (it woke up owning it): probe handoff. */
+static inline void kli_wait_handoff(struct kli_wait *w)
+{
+#if KLOCK_PROBES
+	KLI_PROBE4(handoff, w->lock, w->kind, w->flags, w->site);
+#else
+	(void)w;
+#endif
+}
+
+/* Probe side of kli_wait_end(): contention_end with the result (0 acquired, 1 gave up). */
+static inline void kli_wait_probe_end(const void *lock, enum kli_kind kind, unsigned flags,
+				      const void *site)
+{
+	KLI_PROBE5(contention_end, lock, (int)kind, flags & KLI_PROBE_F_MASK, kli_site(site),
+		   (flags & KLI_HF_FAILED) != 0);
+}
+
+/* A writer starts revoking the readers' bias of @lock (probe revoke_begin). */
+static inline void kli_hook_revoke_begin(const void *lock, enum kli_kind kind)
+{
+	KLI_PROBE2(revoke_begin, lock, (int)kind);
+}
+
+/* The revocation ended after @cost_ns: @result 0, or the errno of a writer that gave up. */
+static inline void kli_hook_revoke_end(const void *lock, enum kli_kind kind, uint64_t cost_ns,
+				       int result)
+{
+	KLI_PROBE4(revoke_end, lock, (int)kind, cost_ns, result);
+}
+KLI_SDT_QUIET_END
 
 enum { KLI_PHASE_NONE, KLI_PHASE_SPIN, KLI_PHASE_SLEEP };
 
@@ -234,6 +312,7 @@ void kli_lockstat_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns
 static inline void kli_hook_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns,
 				    const void *site)
 {
+	kli_hook_revoke_end(lock, kind, cost_ns, 0);
 	if (kl_unlikely(atomic_load_explicit(&kli_lockstat.on, memory_order_relaxed)))
 		kli_lockstat_revoked(lock, kind, cost_ns, site);
 }
@@ -247,9 +326,11 @@ static inline void kli_hook_rearmed(const void *lock, enum kli_kind kind, uint64
 		kli_lockstat_rearmed(lock, kind, unbiased_ns);
 }
 
-static inline void kli_wait_begin(struct kli_wait *w)
+static inline void kli_wait_begin(struct kli_wait *w, const void *lock, enum kli_kind kind,
+				  unsigned flags, const void *site)
 {
 	kli_ev_count(KLI_EV_CONTENDED);
+	kli_wait_probe_begin(w, lock, kind, flags, site);
 	w->t_begin = 0;
 	w->phase = KLI_PHASE_NONE;
 	w->nspin = w->nsleep = w->nfence = 0;
@@ -306,6 +387,7 @@ static inline void kli_wait_handover_asleep(struct kli_wait *w)
 {
 	kli_ev_count(KLI_EV_HANDOVER_ASLEEP);
 	w->asleep_handover = true;
+	kli_wait_handoff(w);
 }
 
 /* Records a wake-up that an unlock of @lock issued (locks/lockstat.c; only while
@@ -323,6 +405,7 @@ static inline void kli_hook_woke(const void *lock, enum kli_kind kind)
 static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_kind kind,
 				unsigned flags, const void *site)
 {
+	kli_wait_probe_end(lock, kind, flags, site);
 	if (kl_likely(w->t_begin == 0))
 		return;
 	kli_wait_phase(w, KLI_PHASE_NONE);
@@ -335,7 +418,8 @@ static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_k
 static inline void kli_hook_revoked(const void *lock, enum kli_kind kind, uint64_t cost_ns,
 				    const void *site)
 {
-	(void)lock, (void)kind, (void)cost_ns, (void)site;
+	(void)site;
+	kli_hook_revoke_end(lock, kind, cost_ns, 0);
 }
 
 static inline void kli_hook_rearmed(const void *lock, enum kli_kind kind, uint64_t unbiased_ns)
@@ -343,10 +427,11 @@ static inline void kli_hook_rearmed(const void *lock, enum kli_kind kind, uint64
 	(void)lock, (void)kind, (void)unbiased_ns;
 }
 
-static inline void kli_wait_begin(struct kli_wait *w)
+static inline void kli_wait_begin(struct kli_wait *w, const void *lock, enum kli_kind kind,
+				  unsigned flags, const void *site)
 {
-	(void)w;
 	kli_ev_count(KLI_EV_CONTENDED);
+	kli_wait_probe_begin(w, lock, kind, flags, site);
 }
 
 static inline void kli_wait_fenced(struct kli_wait *w)
@@ -356,8 +441,8 @@ static inline void kli_wait_fenced(struct kli_wait *w)
 
 static inline void kli_wait_handover_asleep(struct kli_wait *w)
 {
-	(void)w;
 	kli_ev_count(KLI_EV_HANDOVER_ASLEEP);
+	kli_wait_handoff(w);
 }
 
 static inline void kli_hook_woke(const void *lock, enum kli_kind kind)
@@ -378,7 +463,8 @@ static inline void kli_wait_sleep(struct kli_wait *w)
 static inline void kli_wait_end(struct kli_wait *w, const void *lock, enum kli_kind kind,
 				unsigned flags, const void *site)
 {
-	(void)w, (void)lock, (void)kind, (void)flags, (void)site;
+	(void)w;
+	kli_wait_probe_end(lock, kind, flags, site);
 }
 #endif /* KLOCK_LOCKSTAT */
 

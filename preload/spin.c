@@ -69,7 +69,7 @@ static KL_NOINLINE void spin_wait(pthread_spinlock_t *l, uint32_t my)
 	struct kli_spin s;
 	uint32_t v;
 
-	kli_wait_begin(&wt);
+	kli_wait_begin(&wt, (const void *)w, KLI_KIND_TICKET, KLI_HF_SPIN, KLI_SITE());
 	kli_wait_spin(&wt);
 	kli_spin_start(&s, KLI_STALL_NS);
 	for (;;) {

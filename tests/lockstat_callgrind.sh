@@ -4,7 +4,9 @@
 # tests/lockstat_callgrind.sh - proves that lockstat costs an uncontended fast path
 # nothing: the instructions executed by N lock+unlock pairs, counted by callgrind, are the
 # same with lockstat compiled out (-Dlockstat=false), compiled in but stopped, and
-# compiled in and recording (an uncontended acquisition never reaches a slow path). The
+# compiled in and recording (an uncontended acquisition never reaches a slow path), and
+# the same with the static probes compiled out (-Dprobes=disabled; the other builds have
+# them where <sys/sdt.h> is installed): probes sit on slow paths only. The
 # hold-time build (-Dlockstat_hold=true), which instruments fast paths on purpose, is
 # shown for comparison and not held to that rule.
 #
@@ -14,7 +16,7 @@
 #   entry points, uncontended); default: every adapter the driver lists, plain lock.
 # env:   KLOCK_CG_DIR (build directory prefix, default build-cg), N1, N2 (pair counts).
 #
-# How: three release builds of tests/lockstat-fastpath; each count is callgrind's
+# How: four release builds of tests/lockstat-fastpath; each count is callgrind's
 # "summary" with --toggle-collect=fastpath_loop (only that loop, after a warm-up, is
 # counted); per pair = (count(N2) - count(N1)) / (N2 - N1). Exit status 1 if any lock's
 # counts differ between the three non-hold columns. Takes about a minute (builds first).
@@ -39,6 +41,7 @@ build() { # dir, meson options...
 
 build "$DIR-out" -Dlockstat=false
 build "$DIR-in" -Dlockstat=true
+build "$DIR-noprobe" -Dlockstat=true -Dprobes=disabled
 build "$DIR-hold" -Dlockstat=true -Dlockstat_hold=true
 
 # count DIR ADAPTER N MODE: instructions executed inside fastpath_loop.
@@ -65,21 +68,22 @@ if [ ${#adapters[@]} -eq 0 ]; then
 fi
 
 echo "callgrind Ir inside fastpath_loop: $N2 uncontended lock+unlock pairs (per pair in brackets)"
-printf '%-22s %-18s %-18s %-18s %-18s %-18s %s\n' adapter "compiled out" "in, stopped" \
-	"in, recording" "hold, stopped" "hold, recording" verdict
+printf '%-22s %-18s %-18s %-18s %-18s %-18s %-18s %s\n' adapter "compiled out" "in, stopped" \
+	"in, recording" "in, no probes" "hold, stopped" "hold, recording" verdict
 status=0
 for a in "${adapters[@]}"; do
 	read -r o_t o_p < <(cell "$DIR-out" "$a" off)
 	read -r s_t s_p < <(cell "$DIR-in" "$a" off)
 	read -r r_t r_p < <(cell "$DIR-in" "$a" on)
+	read -r n_t n_p < <(cell "$DIR-noprobe" "$a" off)
 	read -r hs_t hs_p < <(cell "$DIR-hold" "$a" off)
 	read -r hr_t hr_p < <(cell "$DIR-hold" "$a" on)
 	verdict=identical
-	if [ "$o_t" != "$s_t" ] || [ "$o_t" != "$r_t" ] || [ -z "$o_t" ]; then
+	if [ "$o_t" != "$s_t" ] || [ "$o_t" != "$r_t" ] || [ "$o_t" != "$n_t" ] || [ -z "$o_t" ]; then
 		verdict=DIFFERENT
 		status=1
 	fi
-	printf '%-22s %-18s %-18s %-18s %-18s %-18s %s\n' "$a" "$o_t [$o_p]" "$s_t [$s_p]" \
-		"$r_t [$r_p]" "$hs_t [$hs_p]" "$hr_t [$hr_p]" "$verdict"
+	printf '%-22s %-18s %-18s %-18s %-18s %-18s %-18s %s\n' "$a" "$o_t [$o_p]" "$s_t [$s_p]" \
+		"$r_t [$r_p]" "$n_t [$n_p]" "$hs_t [$hs_p]" "$hr_t [$hr_p]" "$verdict"
 done
 exit $status

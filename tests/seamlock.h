@@ -35,7 +35,7 @@ static KL_NOINLINE KL_MAYBE_UNUSED void seamlock_lock_slow(struct seamlock *l, c
 	struct kli_wait w;
 	uint32_t c;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, l, KLI_KIND_MUTEX, 0, site);
 	kli_wait_spin(&w);
 	for (int i = 0; i < SEAMLOCK_SPINS; i++) {
 		c = 0;

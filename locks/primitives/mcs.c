@@ -471,7 +471,7 @@ static KL_NOINLINE void mcs_wait(struct kl_mcs *l, struct kl_mcs_node *n,
 	uint32_t rank = mcs_link(n, prev, 0);
 	struct kli_wait w;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 	mcs_wait_granted(l, n, rank, &w);
 	kli_wait_end(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 }
@@ -529,7 +529,7 @@ static KL_NOINLINE void mcs_lock_contended(struct kl_mcs *l, struct kl_mcs_node 
 	struct kli_wait w;
 	uintptr_t counted = 0;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, l, MCS_KIND, KLI_HF_SPIN, site);
 	if (mcs_crowded(l) && mcs_stays_crowded(l, &w))
 		mcs_wait_passive(l, &w);
 	if (atomic_load_explicit(&l->crowd, memory_order_relaxed) & MCS_COUNTING) {

@@ -408,8 +408,10 @@ static int mtx_park(struct kl_mutex *m, struct kli_thread *self, struct kli_wait
 	kli_wait_sleep(w);
 	switch (kli_park(&req, &token)) {
 	case KLI_PARK_UNPARKED:
-		if (token == KLI_MTX_TOKEN_HANDOFF)
+		if (token == KLI_MTX_TOKEN_HANDOFF) {
+			kli_wait_handoff(w);
 			return 0; /* H1: the word already names us; K2 in kli_park() ordered it */
+		}
 		mw->losses++;
 		return EAGAIN;
 	case KLI_PARK_TIMEDOUT:
@@ -428,7 +430,7 @@ static KL_NOINLINE int mtx_lock_slow(struct kl_mutex *m, struct kli_thread *self
 	struct kli_wait w;
 	int err;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, m, MTX_KIND, flags, site);
 	for (;;) {
 		err = mtx_try(m, self->owner);
 		if (err != EAGAIN)

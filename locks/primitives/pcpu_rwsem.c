@@ -599,7 +599,7 @@ static KL_NOINLINE bool pcpu_read_slow(struct kl_pcpu_rwsem *sem, bool counted, 
 		if (try)
 			return false;
 		if (!waited) {
-			kli_wait_begin(&w);
+			kli_wait_begin(&w, sem, KLI_KIND_PCPU_RWSEM, KLI_HF_READ, site);
 			waited = true;
 		}
 		/* A write section is usually short: spin on `block` before sleeping (a
@@ -685,8 +685,10 @@ static KL_NOINLINE void pcpu_block_slow(struct kl_pcpu_rwsem *sem, struct kli_wa
 								    memory_order_relaxed))
 				return;
 		} while (kli_spin_backoff(&sp));
-		if (pcpu_park(sem, KLI_RDM_WRITER, w) == PCPU_TOKEN_HANDOFF)
+		if (pcpu_park(sem, KLI_RDM_WRITER, w) == PCPU_TOKEN_HANDOFF) {
+			kli_wait_handoff(w);
 			return; /* H: the previous owner passed `block` to us */
+		}
 	}
 }
 
@@ -720,7 +722,7 @@ static KL_NOINLINE void pcpu_write_lock_slow(struct kl_pcpu_rwsem *sem, struct p
 {
 	struct kli_wait w;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, sem, KLI_KIND_PCPU_RWSEM, 0, site);
 	if (!have_block)
 		pcpu_block_slow(sem, &w);
 	pcpu_drain(sem, slots, &w);

@@ -754,7 +754,7 @@ static void rm_drain(struct kl_rmlock *lk, const void *site)
 	struct kli_wait w;
 	bool found;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, lk, KLI_KIND_RMLOCK, 0, site);
 	do {
 		found = false;
 		for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
@@ -807,19 +807,23 @@ static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, bool try, const void *si
 {
 	uint64_t t0 = kli_fence_asym ? kli_now_ns() : 0;
 
+	kli_hook_revoke_begin(lk, KLI_KIND_RMLOCK);
 	/* M3: a seq_cst RMW, then D */
 	atomic_exchange_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_UNBIASED,
 				 memory_order_seq_cst);
 	kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
 	if (try && rm_any_reader(lk)) {
 		atomic_store_explicit(&lk->state, 0, memory_order_release);
+		kli_hook_revoke_end(lk, KLI_KIND_RMLOCK, t0 != 0 ? kli_now_ns() - t0 : 0, EBUSY);
 		return false;
 	}
 	rm_drain(lk, site);
 	/* Clears WRITER and WSLEEP; readers see UNBIASED (and the kl_rwlock we hold). */
 	atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_relaxed);
 	if (t0 != 0)
-		rm_revoked(lk, t0, site);
+		rm_revoked(lk, t0, site);   /* also revoke_end */
+	else
+		kli_hook_revoke_end(lk, KLI_KIND_RMLOCK, 0, 0);
 	return true;
 }
 

@@ -599,19 +599,23 @@ static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds);
 static KL_NOINLINE int rw_revoke(struct kl_rwlock *rw, const struct timespec *abstime,
 				 bool wait)
 {
-	uint64_t t0 = kl_arch_cycles();
+	uint64_t t0 = kl_arch_cycles(), cost_ns;
 	unsigned col = rw_col(rw);
 	int err = 0;
 
+	kli_hook_revoke_begin(rw, RW_KIND);
 	for (struct kli_thread *t = kli_thread_first(); t != NULL && err == 0; t = t->all_next) {
 		kli_thread_prefetch_ahead(t, offsetof(struct kli_thread, rw_bias[col]));
 		err = rw_bias_drain(rw, &t->rw_bias[col], abstime, wait);
 	}
 	if (err != 0) {
 		rw_write_leave(rw, atomic_load_explicit(&rw->word, memory_order_relaxed), 0);
+		kli_hook_revoke_end(rw, RW_KIND, kli_cycles_to_ns(kl_arch_cycles() - t0), err);
 		return err;
 	}
-	rw_bias_inhibit(rw, kli_cycles_to_ns(kl_arch_cycles() - t0));
+	cost_ns = kli_cycles_to_ns(kl_arch_cycles() - t0);
+	rw_bias_inhibit(rw, cost_ns);
+	kli_hook_revoke_end(rw, RW_KIND, cost_ns, 0);
 	/* Under our write hold: only WRWANT may change meanwhile, and this RMW keeps it. */
 	atomic_fetch_and_explicit(&rw->word, ~(RW_BIAS | RW_BIAS_WAIT), memory_order_relaxed);
 	return 0;
@@ -850,8 +854,10 @@ static int rw_read_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wait
 		 * look); acquire, pairs with Q3. */
 		seq = atomic_fetch_or_explicit(&rw->rseq, RW_RSEQ_ASLEEP, memory_order_seq_cst) |
 		      RW_RSEQ_ASLEEP;
-		if (rw_read_leave(rw, false, true, site))
+		if (rw_read_leave(rw, false, true, site)) {
+			kli_wait_handoff(w);
 			return 0; /* a writer handed us the lock */
+		}
 		kli_test_point("rwlock.read_sleep.checked");
 		err = rw_read_try(rw, self, memory_order_seq_cst, bold); /* S1: last look */
 		if (err != EAGAIN)
@@ -875,7 +881,7 @@ static int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime, un
 	struct kli_wait w;
 	int err;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, rw, RW_KIND, flags, site);
 	err = rw_read_try(rw, self, memory_order_relaxed, bold);
 	if (err == EAGAIN)
 		err = rw_read_spin(rw, self, &w, bold);
@@ -1167,7 +1173,7 @@ static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
 	struct kli_wait w;
 	int err;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, rw, RW_KIND, flags, site);
 	do {
 		err = rw_write_try(rw, self, memory_order_relaxed);
 		if (err == EAGAIN)

@@ -81,7 +81,7 @@ static KL_NOINLINE void seq_wlock_slow(struct kl_seqlock *sl, const void *site)
 	struct kli_spin sp;
 	uint32_t c;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, sl, KLI_KIND_SEQLOCK, 0, site);
 	kli_wait_spin(&w);
 	kli_spin_start(&sp, SEQ_SPIN_NS);
 	do {
@@ -188,7 +188,7 @@ static KL_NOINLINE uint32_t seq_read_wait(const struct kl_seqlock *sl, const voi
 	struct kli_spin sp, awake;
 	uint32_t s;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, sl, KLI_KIND_SEQLOCK, KLI_HF_READ, site);
 	kli_wait_spin(&w);
 	kli_spin_start(&awake, SEQ_READ_AWAKE_NS);
 	for (;;) {

@@ -275,7 +275,7 @@ static KL_NOINLINE void ticket_wait(struct kl_ticket *t, uint32_t my, const void
 {
 	struct kli_wait w;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
 	ticket_wait_turn(t, my, &w);
 	kli_wait_end(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
 }
@@ -312,7 +312,7 @@ static KL_NOINLINE void ticket_lock_crowded(struct kl_ticket *t, const void *sit
 	uintptr_t token;
 	uint32_t my;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, t, TICKET_KIND, KLI_HF_SPIN, site);
 	if (ticket_stays_crowded(t, &w)) {
 		kli_wait_sleep(&w);
 		kli_deadline_after(&until, TICKET_ROTATE_NS);

@@ -234,7 +234,7 @@ static __attribute__((noinline)) void episodes(const void *lock, long n)
 	for (long i = 0; i < n; i++) {
 		struct kli_wait w;
 
-		kli_wait_begin(&w);
+		kli_wait_begin(&w, lock, KLI_KIND_MUTEX, 0, __builtin_return_address(0));
 		kli_wait_spin(&w);
 		kli_wait_end(&w, lock, KLI_KIND_MUTEX, 0, __builtin_return_address(0));
 	}

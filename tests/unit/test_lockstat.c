@@ -76,7 +76,7 @@ static KL_NOINLINE void drive_episode(const void *lock, uint64_t spin_ms, uint64
 {
 	struct kli_wait w;
 
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, lock, KLI_KIND_MUTEX, 0, __builtin_return_address(0));
 	if (spin_ms != 0) {
 		int64_t until = klt_now_ns() + (int64_t)(spin_ms * NS_PER_MS);
 
@@ -380,7 +380,7 @@ static void test_lockstat_stopped_records_nothing(void **state)
 	(void)state;
 	assert_int_equal(kl_lockstat_stop(), 0);
 	assert_false(kl_lockstat_enabled());
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, &locks[0], KLI_KIND_MUTEX, 0, NULL);
 	assert_int_equal(w.t_begin, 0);          /* the seam saw it off: no clock read */
 	kli_wait_end(&w, &locks[0], KLI_KIND_MUTEX, 0, NULL);
 	drive_episode(&locks[0], 0, 1);
@@ -1155,7 +1155,7 @@ static void test_lockstat_compiled_out_answers_enotsup(void **state)
 	assert_int_equal(kl_lockstat_start(), ENOTSUP);
 	assert_int_equal(kl_lockstat_stop(), ENOTSUP);
 	assert_false(kl_lockstat_enabled());
-	kli_wait_begin(&w);
+	kli_wait_begin(&w, &locks[0], KLI_KIND_MUTEX, 0, NULL);
 	kli_wait_end(&w, &locks[0], KLI_KIND_MUTEX, 0, NULL);
 	assert_int_equal(kl_lockstat_snapshot(&s), ENOTSUP);
 	assert_int_equal(s.nrows, 0);
