@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
+ * locks/primitives/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
  *
  * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
  * reader count or the writer; contended lockers spin for a learnt time budget, then
@@ -182,9 +182,6 @@
  * lost in a race (it is only a hint: readers then briefly overtake a sleeping writer,
  * which re-sets it on its next look).
  */
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
 #include <klock/rwlock.h>
 #include <klock/wait.h>
 #include "hooks.h"
