@@ -151,9 +151,9 @@ KL_API void kl_rwlock_write_downgrade(struct kl_rwlock *rw) KL_NONNULL(1);
 /** kl_rwlock_wowned - true if the calling thread holds @rw exclusively. Never blocks. */
 KL_API bool kl_rwlock_wowned(const struct kl_rwlock *rw) KL_NONNULL(1);
 
-/* The wake-up half of kl_rwlock_write_unlock(), for the inline unlock (<klock/inline/rwlock.h>): the unlock
- * has released @rw and then seen a sleeper counted in rwait or wwait; wake whoever that
- * concerns. Private; changes no lock state. */
+/* The wake-up half of kl_rwlock_write_unlock(), for the inline unlock
+ * (<klock/inline/rwlock.h>): the unlock has released @rw and then seen a sleeper counted in
+ * rwait or wwait; wake whoever that concerns. Private; changes no lock state. */
 KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
 
 /* The turn of a writer spinning alone (locks/primitives/rwlock.c): it claimed its turn, or the
@@ -161,9 +161,9 @@ KL_API void kl_rwlock_write_unlocked_(struct kl_rwlock *rw) KL_NONNULL(1);
  * the free lock. Private. */
 KL_API void kl_rwlock_write_polite_(struct kl_rwlock *rw) KL_NONNULL(1);
 
-/* The read lock for the inline path (<klock/inline/rwlock.h>) once its one try failed: a lost race with
- * another reader (a sign that the reader bias would pay), a blocking bit, or a biased
- * entry refused. Private. */
+/* The read lock for the inline path (<klock/inline/rwlock.h>) once its one try failed: a
+ * lost race with another reader (a sign that the reader bias would pay), a blocking bit, or
+ * a biased entry refused. Private. */
 KL_API void kl_rwlock_read_contended_(struct kl_rwlock *rw) KL_NONNULL(1);
 
 /* The calling thread's row of biased read slots (<klock/inline/rwlock.h>, "Reader
@@ -176,9 +176,9 @@ __attribute__((tls_model("initial-exec"))) KL_API extern __thread _Atomic uintpt
 KL_API void kl_rwlock_bias_released_(struct kl_rwlock *rw) KL_NONNULL(1);
 #endif
 
-/* The rest of kl_rwlock_read_unlock(), for the inline unlock (<klock/inline/rwlock.h>): the unlock dropped a
- * read hold from a word that was @old and found misuse (reported and undone here) or was
- * the last reader out with a writer asleep (woken here). Private. */
+/* The rest of kl_rwlock_read_unlock(), for the inline unlock (<klock/inline/rwlock.h>): the
+ * unlock dropped a read hold from a word that was @old and found misuse (reported and
+ * undone here) or was the last reader out with a writer asleep (woken here). Private. */
 KL_API void kl_rwlock_read_released_(struct kl_rwlock *rw, uintptr_t old) KL_NONNULL(1);
 
 #include <klock/inline/rwlock.h>

@@ -117,12 +117,13 @@ static inline bool kl_rwlock_write_sleepers_(struct kl_rwlock *rw, uintptr_t v)
 #endif
 
 /*
- * Reader bias (private; locks/primitives/rwlock_bias.c's theory block). While the word has BIAS, a reader
- * may publish its hold in its own thread's row of KL_RWLOCK_BIAS_SLOTS_ slots (the column
- * a hash of the lock's address) instead of counting itself in the shared word; a writer
- * clears the bias and waits for the published holds to go. kl_rwlock_bias_ is the calling
- * thread's row, or a shared always-full row (no slot is ever 0) until its first library
- * read lock and after it exits. Initial-exec TLS: libklock is loaded at start-up.
+ * Reader bias (private; locks/primitives/rwlock_bias.c's theory block). While the word
+ * has BIAS, a reader may publish its hold in its own thread's row of KL_RWLOCK_BIAS_SLOTS_
+ * slots (the column a hash of the lock's address) instead of counting itself in the
+ * shared word; a writer clears the bias and waits for the published holds to go.
+ * kl_rwlock_bias_ is the calling thread's row, or a shared always-full row (no slot is
+ * ever 0) until its first library read lock and after it exits. Initial-exec TLS:
+ * libklock is loaded at start-up.
  */
 #define KL_RWLOCK_BIAS_SLOTS_ 16u
 #ifndef __cplusplus
