@@ -3,31 +3,37 @@
  * locks/primitives/rwlock_bias.c - kl_rwlock's reader bias: biased read slots in the
  * thread records, arming, revocation.
  *
- * What it is. The reader bias (BRAVO: Dice and Kogan, "BRAVO - Biased Locking for Reader-Writer Locks",
- * USENIX ATC 2019). Readers counted in one word move its cache line at every lock and
- * unlock: on 2 CPUs at 2 threads, read-only, 11 M ops/s where one thread alone does 70 M.
- * While the word has BIAS, a reader instead publishes the lock's address in a slot of its
- * own thread record (kli_thread.rw_bias: KL_RWLOCK_BIAS_SLOTS_ slots, one cache line, the
- * column a hash of the lock's address; exported as the TLS pointer kl_rwlock_bias_) and
- * then looks at the word (B1/B2): BIAS and no blocking bit admit it, anything else makes
- * it take the slot back and count itself. Its unlock clears the slot (B5). A reader whose
- * slot is taken (another lock in that column, or a second hold) counts itself. The bias
- * is turned on (B6) by a reader that holds the lock counted after losing a race for the
- * word to another reader - the line is moving between readers - unless a revocation
+ * WHAT. The reader bias (BRAVO: Dice and Kogan, "BRAVO - Biased Locking for Reader-Writer
+ * Locks", USENIX ATC 2019). Readers counted in one word move its cache line at every lock
+ * and unlock: on 2 CPUs at 2 threads, read-only, 11 M ops/s where one thread alone does
+ * 70 M. While the word has BIAS, a reader instead publishes the lock's address in a slot of
+ * its own thread record (kli_thread.rw_bias: KL_RWLOCK_BIAS_SLOTS_ slots, one cache line,
+ * the column a hash of the lock's address; exported as the TLS pointer kl_rwlock_bias_)
+ * and then looks at the word (B1/B2): BIAS and no blocking bit admit it, anything else
+ * makes it take the slot back and count itself. Its unlock clears the slot (B5). A reader
+ * whose slot is taken (another lock in that column, or a second hold) counts itself. The
+ * bias is turned on (B6) by a reader that holds the lock counted after losing a race for
+ * the word to another reader - the line is moving between readers - unless a revocation
  * inhibits it. A writer that takes a biased word (W1, which keeps BIAS, seq_cst: B3) then
  * revokes: it reads the lock's column in every thread record (B4), waiting for each hold
  * to go (polled for RW_BIAS_SPIN_NS, then asleep: it sets BIAS_WAIT and runs the heavy
  * half of the fence pair, and a biased release, after its light half, wakes it when it
  * sees BIAS_WAIT - so the reader's unlock stays a store, a compiler barrier and a load of
- * a line it already shares), clears BIAS and inhibits it for RW_BIAS_INHIBIT_MULT times what the
- * revocation took (bias_at). A writer that gives up meanwhile (trylock, deadline)
+ * a line it already shares), clears BIAS and inhibits it for RW_BIAS_INHIBIT_MULT times
+ * what the revocation took (bias_at). A writer that gives up meanwhile (trylock, deadline)
  * releases the word with BIAS kept: holds may remain in slots, and only BIAS makes the
- * next writer look for them. Invariant: no thread holds the lock through a slot while
- * the word lacks BIAS, except inside a revocation, whose writer holds WRLOCK.
- *
- * The state word, the invariants and the ordering labels (B1-B10 among them) are in
- * rwlock.c's theory block; the hot helpers that both files use (a biased entry and
+ * next writer look for them. The hot helpers that both files use (a biased entry and
  * release, the slot's column) are static inline in rwlock_impl.h.
+ *
+ * STATE. The word's BIAS and BIAS_WAIT bits and bias_at (rwlock.c's STATE); each thread
+ * record's row of slots (kli_thread.rw_bias, above).
+ *
+ * INVARIANTS. No thread holds the lock through a slot while the word lacks BIAS, except
+ * inside a revocation, whose writer holds WRLOCK.
+ *
+ * ORDERING. B1-B10, with the rest of the lock's labels in rwlock.c's ORDERING.
+ *
+ * COSTS, LIMITS. rwlock.c's (the revoking writer's scan of every thread record).
  */
 #include <pthread.h>
 #include <stdlib.h>
