@@ -2,7 +2,7 @@
 /*
  * locks/primitives/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
  *
- * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
+ * WHAT. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
  * reader count or the writer; contended lockers spin for a learnt time budget, then
  * sleep. Writers queue to spin (the OSQ, as kl_mutex's spinners and Linux rwsem's
  * writers; its tail hashed by the lock's address, kli_osq_hashed, as the lock has no room
@@ -10,23 +10,29 @@
  * while the lock keeps moving, leaving a relocking writer the lock until its turn after
  * RW_TURN_NS or RW_PASS_MAX releases. A sleeping writer woken and beaten queues to spin
  * again.
- * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of
- * their own, writers and readers sleep on different futex words, and an unlock wakes one
- * writer or the readers - never a herd that mostly goes back to sleep. Added here: a
- * writer that unlocks while readers sleep HANDS the lock to all of them (they wake holding
- * it), which bounds reader starvation under writer preference - at most once per
- * RW_HANDOFF_EVERY_NS (1 ms, kl_mutex's hand-off bound). Every unlock handing off made a
- * convoy once threads outnumber CPUs: the granted readers hold the lock until the
- * scheduler runs each of them, and everyone else queues behind sleeping threads (8
- * threads on 2 CPUs, 10% writes: 84 k ops/s, 0.33 futex wake-ups per operation, against
- * pthread_rwlock's 43 M). Between hand-offs a writer's unlock wakes the next writer (or,
- * with none waiting, the readers) and threads compete, as kl_mutex's barging does.
+ * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of their
+ * own, writers and readers sleep on different futex words, and an unlock wakes one writer
+ * or the readers - never a herd that mostly goes back to sleep. Added here: a writer that
+ * unlocks while readers sleep HANDS the lock to all of them (they wake holding it), which
+ * bounds reader starvation under writer preference - at most once per RW_HANDOFF_EVERY_NS
+ * (1 ms, kl_mutex's hand-off bound). Every unlock handing off made a convoy once threads
+ * outnumber CPUs: the granted readers hold the lock until the scheduler runs each of them,
+ * and everyone else queues behind sleeping threads (docs/results.md, "Figures behind the
+ * theory blocks"). Between hand-offs a writer's unlock wakes the next writer (or, with
+ * none waiting, the readers) and threads compete, as kl_mutex's barging does.
  *
  * Reader bias (BRAVO): readers that collide publish their holds in slots of their own
  * thread records instead of counting themselves in the word; rwlock_bias.c holds it and
  * its account (its ordering labels, B1-B10, are listed below with the others).
  *
- * State word `word` (uintptr_t):
+ * Realtime readers (the interposer's, XSH pthread_rwlock_rdlock): the reader slow path
+ * has a "bold" mode, kli_rwlock_read_lock_outranking(), for a reader its caller knows to
+ * outrank every blocked writer: it defers to a write holder (WRLOCK) but not to WRWANT.
+ * It enters as any reader (R1) and leaves as any (R2; the last one out wakes a sleeping
+ * writer), and sleeps only behind a holder, whose release grants it (G1-G4): no new
+ * ordering. kl_rwlock's own API never uses it (it keeps no priorities).
+ *
+ * STATE. Word `word` (uintptr_t):
  *   bit 0  WRLOCK     write-held; bits 7..63 are then the writer's owner id (a multiple
  *                     of 128 naming one thread lifetime, locks/thread.h - not its record,
  *                     which a later thread may reuse: a lock write-held by a thread that
@@ -65,7 +71,7 @@
  * relaxed). Sleepers
  * and spinners are counted apart so that a wake-up system call is made only for a sleeper.
  *
- * Invariants.
+ * INVARIANTS.
  *   I1 Wake-ups never depend on WRWANT: a sleeper counts itself (S1/S2) before its last
  *      look at the word, and every transition a sleeper waits for (write release, last
  *      reader out, writer giving up) is followed by a look at the counts (SB pairs below).
@@ -97,7 +103,7 @@
  *      writers, and spinners in a crowd (a moment when the head role passes), sleep when
  *      their budgets run out, and the sleep side's bounds apply.
  *
- * Memory ordering (labels at the sites).
+ * ORDERING (labels at the sites).
  *   R1  read acquire CAS (count+1)              pairs with W2/G3 of the last writer
  *   R2  read release fetch-sub (seq_cst)        pairs with W1 of the next writer;
  *                                               SB with S2 (then reads wwait)
@@ -144,43 +150,37 @@
  *   wspin and wpasses order nothing (relaxed): a count missed or lost only moves a
  *   spinner's restart or turn; whoever takes the lock still does so by W1.
  *
- * Inline fast paths. klock/rwlock.h copies the two uncontended write steps into the
- * caller (C builds without instruments, as klock/mutex.h): W1 from 0 to the thread's
- * owner id (the exported TLS alias kl_mutex_self_) | WRLOCK, and the unlock's steps in
- * order - rwait read 0 (no readers to hand the lock to), W2 back to 0, the seq_cst loads
- * of rwait and wwait - calling kl_rwlock_write_unlocked_() (rw_wake_after) only if a
- * sleeper counted itself, and kl_rwlock_count_pass_() (rw_pass) while wspin is 1. Any
- * other case calls the exported function, which starts afresh: a failed CAS changed
- * nothing, so misuse is still caught there. The read side
- * likewise: with BIAS the biased entry (B1/B2, kl_rwlock_bias_enter_), else R1 once, into
- * a word with no RW_RD_BLOCK bit (else the library, kl_rwlock_read_contended_), and the
- * whole unlock - the thread's slot cleared if it holds the lock (B5), else R2, then rw_read_released_badly()'s test, and only if it holds the
- * library's rest, kl_rwlock_read_released_() (rw_read_released_slow: undo and report a
- * misuse, or wake the writer that the last reader out found asleep). The encoding the
- * header needs is there as KL_RWLOCK_*_, and RW_* below are defined from it. klbench
- * latency: a write pair 7.3-7.5 ns through the library, 4.8 ns inline (kl_mutex's
+ * COSTS. Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
+ * bounded starvation both ways; downgrade; timed variants; readers that collide stop
+ * sharing a line (the bias). Cons: unbiased readers share one cache line; a biased lock's
+ * writer pays a scan of every thread record ever registered (two lines each, the walk
+ * prefetching ahead: ~70 ns a record when they miss, 18 µs at 256 threads,
+ * bench/rw-revoke -c), and one that sleeps a membarrier.
+ *
+ * Inline fast paths. klock/inline/rwlock.h copies the two uncontended write steps into the
+ * caller (C builds without instruments, as klock/mutex.h): W1 from 0 to the thread's owner
+ * id (the exported TLS alias kl_mutex_self_) | WRLOCK, and the unlock's steps in order -
+ * rwait read 0 (no readers to hand the lock to), W2 back to 0, the seq_cst loads of rwait
+ * and wwait - calling kl_rwlock_write_unlocked_() (rw_wake_after) only if a sleeper
+ * counted itself, and kl_rwlock_count_pass_() (rw_pass) while wspin is 1. Any other case
+ * calls the exported function, which starts afresh: a failed CAS changed nothing, so
+ * misuse is still caught there. The read side likewise: with BIAS the biased entry (B1/B2,
+ * kl_rwlock_bias_enter_), else R1 once, into a word with no RW_RD_BLOCK bit (else the
+ * library, kl_rwlock_read_contended_), and the whole unlock - the thread's slot cleared if
+ * it holds the lock (B5), else R2, then rw_read_released_badly()'s test, and only if it
+ * holds the library's rest, kl_rwlock_read_released_() (rw_read_released_slow: undo and
+ * report a misuse, or wake the writer that the last reader out found asleep). The encoding
+ * the header needs is there as KL_RWLOCK_*_, and rwlock_impl.h's RW_* are defined from it.
+ * klbench latency: a write pair 7.3-7.5 ns through the library, 4.8 ns inline (kl_mutex's
  * 4.3-4.6); a read pair 7.1-7.2 ns, 5.1-5.2 ns inline.
  *
- * Realtime readers (the interposer's, XSH pthread_rwlock_rdlock): the reader slow path
- * has a "bold" mode, kli_rwlock_read_lock_outranking(), for a reader its caller knows to
- * outrank every blocked writer: it defers to a write holder (WRLOCK) but not to WRWANT.
- * It enters as any reader (R1) and leaves as any (R2; the last one out wakes a sleeping
- * writer), and sleeps only behind a holder, whose release grants it (G1-G4): no new
- * ordering. kl_rwlock's own API never uses it (it keeps no priorities).
- *
- * Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
- * bounded starvation both ways; downgrade; timed variants; readers that collide stop
- * sharing a line (the bias). Cons / limits: unbiased readers share one cache line; a
- * biased lock's writer pays a scan of every thread record ever registered (two lines
- * each, the walk prefetching ahead: ~70 ns a record when they miss, 18 µs at 256
- * threads, bench/rw-revoke -c), and one that sleeps a membarrier; a
- * thread that exits holding a read lock leaves it held for ever (counted or in its
- * record's slot, which the record's next thread may then release); no read recursion;
+ * LIMITS. A thread that exits holding a read lock leaves it held for ever (counted or in
+ * its record's slot, which the record's next thread may then release); no read recursion;
  * writers are not FIFO among themselves, and only a lone spinning writer gets kl_mutex's
  * progress-restarted budget and turns (a crowd of spinners is not queued: each keeps a
- * fixed budget); fewer than 2^16 writers asleep or spinning per lock; WRWANT can be
- * lost in a race (it is only a hint: readers then briefly overtake a sleeping writer,
- * which re-sets it on its next look).
+ * fixed budget); fewer than 2^16 writers asleep or spinning per lock; WRWANT can be lost
+ * in a race (it is only a hint: readers then briefly overtake a sleeping writer, which
+ * re-sets it on its next look).
  */
 #include <klock/rwlock.h>
 #include <klock/wait.h>
