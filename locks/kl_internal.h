@@ -205,7 +205,7 @@ extern _Atomic(kli_test_hook_fn) kli_test_hook;
  * "Hand-off"), in ns; tests set it (0: every unlock hands off; huge: only the first). */
 extern _Atomic uint64_t kli_rw_handoff_every_ns;
 /* kl_rwlock: after a revocation of the reader bias that took C ns, readers stay unbiased
- * for this many C (rwlock.c, RW_BIAS_INHIBIT_MULT, or KLOCK_RW_BIAS); tests may set it
+ * for this many C (rwlock_bias.c, RW_BIAS_INHIBIT_MULT, or KLOCK_RW_BIAS); tests may set it
  * (0xfffffffe: the bias off; 0xffffffff: read KLOCK_RW_BIAS at the next use). */
 extern _Atomic unsigned kli_rw_bias_inhibit_mult;
 

@@ -2,14 +2,22 @@
 /*
  * locks/primitives/cond.c - kl_cond, the condition variable for kl_mutex.
  *
- * What it is. WebKit's WTF::Condition on klock's parking lot, plus requeue: a waiter
- * parks on the condvar's address; signal unparks the longest waiter; broadcast unparks
- * one and requeues the rest onto the mutex's park key (kli_mtx_key), setting the mutex's
- * PARKED bit, so they wake one per mutex unlock instead of stampeding (the thundering
- * herd that FUTEX_CMP_REQUEUE was invented for). A requeued waiter may even be handed the
- * mutex directly by an unlock (the mutex's hand-off token): it then returns owning it.
+ * WHAT. WebKit's WTF::Condition on klock's parking lot, plus requeue: a waiter parks on
+ * the condvar's address; signal unparks the longest waiter; broadcast unparks one and
+ * requeues the rest onto the mutex's park key (kli_mtx_key), setting the mutex's PARKED
+ * bit, so they wake one per mutex unlock instead of stampeding (the thundering herd that
+ * FUTEX_CMP_REQUEUE was invented for). A requeued waiter may even be handed the mutex
+ * directly by an unlock (the mutex's hand-off token): it then returns owning it.
  *
- * State (three words, no lock of its own):
+ * The interposer's entry, kli_cond_wait_ext() (cond_impl.h), adds a CLOCK_REALTIME
+ * deadline (the park follows clock steps), a validate step under the bucket lock (the
+ * waiter does not sleep when it says no: never queued, so counted out at once and the
+ * mutex never released) and a park cookie, by which pthread_cancel wakes one waiter with
+ * KLI_COND_TOKEN_KICK. A kicked waiter, like one that timed out on the condvar's queue,
+ * counts itself out: the only waiters that touch the condvar after leaving its queue, and
+ * neither was woken by a signal or broadcast, so "broadcast, then destroy" stays safe.
+ *
+ * STATE (three words, no lock of its own):
  *   waiters  threads inside a wait and still queued on the condvar. Incremented by the
  *            waiter while it holds the mutex; decremented by whoever dequeues it: the
  *            signaller or broadcaster (in the unpark callback, under the bucket lock), or
@@ -18,7 +26,7 @@
  *   state    0 while alive, COND_POISON after kl_cond_destroy().
  *   mutex    the mutex the current waiters use; broadcast requeues onto its key.
  *
- * Invariants.
+ * INVARIANTS.
  *   I1 A waiter is queued on the condvar before it releases the mutex (before_sleep runs
  *      after the enqueue), so a signaller that changed the predicate under the mutex after
  *      the waiter checked it finds the waiter queued: no lost wake-up.
@@ -27,7 +35,7 @@
  *      broadcast always wakes one waiter, which will lock and unlock the mutex: so some
  *      unlock always sees PARKED and pumps the next one, even if the mutex was free.
  *
- * Memory ordering.
+ * ORDERING.
  *   V1  waiters++ under the mutex (release)          pairs with V2
  *   V2  signal/broadcast's load of waiters (acquire). Visibility comes from the mutex: a
  *       signaller that changed the predicate under it acquired it after the waiter
@@ -39,18 +47,12 @@
  *       the bucket lock and finds the requeued sleepers).
  *   The hand-off of the mutex to a requeued waiter is mutex.c's H1/K2.
  *
- * The interposer's entry, kli_cond_wait_ext() (cond_impl.h), adds a CLOCK_REALTIME
- * deadline (the park follows clock steps), a validate step under the bucket lock (the
- * waiter does not sleep when it says no: never queued, so counted out at once and the
- * mutex never released) and a park cookie, by which pthread_cancel wakes one waiter with
- * KLI_COND_TOKEN_KICK. A kicked waiter, like one that timed out on the condvar's queue,
- * counts itself out: the only waiters that touch the condvar after leaving its queue, and
- * neither was woken by a signal or broadcast, so "broadcast, then destroy" stays safe.
+ * COSTS. No herd; signal/broadcast with no waiters is one load; waiters never touch the
+ * condvar after being woken.
  *
- * Pros: no herd; signal/broadcast with no waiters is one load; waiters never touch the
- * condvar after being woken. Cons / limits: one mutex per condvar at a time; CLOCK_MONOTONIC
- * only (kl_cond_timedwait; CLOCK_REALTIME only through the interposer's entry); not
- * process-shared; waiters are woken FIFO, not by priority.
+ * LIMITS. One mutex per condvar at a time; CLOCK_MONOTONIC only (kl_cond_timedwait;
+ * CLOCK_REALTIME only through the interposer's entry); not process-shared; waiters are
+ * woken FIFO, not by priority.
  */
 #include <klock/cond.h>
 #include "cond_impl.h"

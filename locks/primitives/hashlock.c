@@ -3,7 +3,7 @@
  * locks/primitives/hashlock.c - kl_hashlock, hashed lock tables (lock striping), and kl_lockobj,
  * reference-counted shared lock objects.
  *
- * What it is. FreeBSD's mtx_pool (kern_mtxpool.c) and NetBSD's hashed locks (pmap's 32
+ * WHAT. FreeBSD's mtx_pool (kern_mtxpool.c) and NetBSD's hashed locks (pmap's 32
  * pv_hash_locks over 32768 buckets, the turnstile chain locks) as a library object: a
  * power-of-two array of stripe locks, each alone in its false-sharing unit (KL_ARCH_PAD),
  * and a hash from an object's address to a stripe. kl_lockobj is NetBSD's mutex_obj: a
@@ -20,7 +20,20 @@
  * should share a stripe anyway (they share a cache line). Computed as (x >> 1) >> (63 - b)
  * so that b = 0 (one stripe) needs no special case (a shift by 64 is undefined).
  *
- * State (struct kl_hashlock, written only by init and destroy):
+ * Instrumentation (hooks.h). The stripes are kl_mutex/kl_ticket and report their own
+ * events through the seam, with the caller of kl_hashlock_* as the site (the *_at entry
+ * points of mutex_impl.h and ticket_impl.h), so lockstat rows, witness and TSan see the
+ * user's call site, never this file. The table reports no acquisition events of its own
+ * (they would be counted twice); it announces its stripes as a lock group
+ * (kli_hook_group): reports then name a stripe as "stripe i of hashlock <name>", and
+ * lockstat folds the stripes' rows into one row per table, in a "hashlock" section. The
+ * table itself is created/destroyed through the seam (so kl_lock_set_name(h) works and
+ * is forgotten at destroy). Witness puts every stripe in the table's class (group
+ * members borrow the owner's), so a second plain kl_hashlock_lock() while holding a key
+ * is "a second lock of the same class" (the leaf rule); lock2/lockn announce each stripe
+ * after the first with kli_hook_nest_ordered() (I3's order: intended nesting).
+ *
+ * STATE (struct kl_hashlock, written only by init and destroy):
  *   stripes   nstripes struct hl_stripe (a kl_mutex or a kl_ticket, padded to
  *             KL_ARCH_PAD), preceded in the same allocation by struct hl_head (the lock
  *             group node, below)
@@ -29,7 +42,7 @@
  *   magic     HL_MAGIC while live, HL_DEAD after destroy (debug builds check it on every
  *             call; destroy checks it in every build)
  *
- * Invariants.
+ * INVARIANTS.
  *   I1 A key's stripe never changes while the table lives (the hash depends on the key
  *      and nstripes only), so lock and unlock of one key always meet the same stripe.
  *   I2 Every key that maps to stripe i is protected by stripe i's lock and only by it.
@@ -40,7 +53,7 @@
  *      only lower stripes of that table, so the waits-for relation follows the index
  *      order and can have no cycle: no deadlock, whatever keys collide.
  *
- * Memory ordering: nothing of its own. Every acquisition and release is the stripe
+ * ORDERING. Nothing of its own. Every acquisition and release is the stripe
  * lock's (kl_mutex M1/M2, kl_ticket T2/T3 - their files have the argument); a key's data
  * is ordered by its stripe exactly as by a lock of its own. The table's fields are
  * written before the table is shared (init) and after it is no longer used (destroy);
@@ -56,20 +69,7 @@
  *      mutex_obj_free's decrement). A load rather than an acquire fence: ThreadSanitizer
  *      does not model standalone fences and would report the free as a race.
  *
- * Instrumentation (hooks.h). The stripes are kl_mutex/kl_ticket and report their own
- * events through the seam, with the caller of kl_hashlock_* as the site (the *_at entry
- * points of mutex_impl.h and ticket_impl.h), so lockstat rows, witness and TSan see the
- * user's call site, never this file. The table reports no acquisition events of its own
- * (they would be counted twice); it announces its stripes as a lock group
- * (kli_hook_group): reports then name a stripe as "stripe i of hashlock <name>", and
- * lockstat folds the stripes' rows into one row per table, in a "hashlock" section. The
- * table itself is created/destroyed through the seam (so kl_lock_set_name(h) works and
- * is forgotten at destroy). Witness puts every stripe in the table's class (group
- * members borrow the owner's), so a second plain kl_hashlock_lock() while holding a key
- * is "a second lock of the same class" (the leaf rule); lock2/lockn announce each stripe
- * after the first with kli_hook_nest_ordered() (I3's order: intended nesting).
- *
- * Advantages (after kern_mtxpool.c's list):
+ * COSTS. Advantages (after kern_mtxpool.c's list):
  *  - memory: nstripes locks, however many objects; nothing per object;
  *  - no lifetime problem: objects may come and go at any time, the locks stay;
  *  - contention spread over nstripes lines instead of one;
@@ -83,7 +83,7 @@
  *  - no per-object state (owner, waiters, name): misuse reports name the stripe;
  *  - a table is sized once; a bad guess means more collisions, not failure.
  *
- * Limits. Keys are addresses, hashed as integers: any value works, but keys in one
+ * LIMITS. Keys are addresses, hashed as integers: any value works, but keys in one
  * 64-byte block share a stripe. lockn takes at most KL_HASHLOCK_LOCKN_MAX keys. No
  * timed lock and no read side (a table of kl_rwlock stripes would be the next step).
  * Destroy requires quiescence; EBUSY is best effort (a stripe locked concurrently with

@@ -2,14 +2,56 @@
 /*
  * locks/primitives/mcs.c - kl_mcs, the MCS queue spinlock with caller-owned nodes.
  *
- * What it is. Mellor-Crummey & Scott (1991), as in ck_spinlock_mcs and the queue half of
+ * WHAT. Mellor-Crummey & Scott (1991), as in ck_spinlock_mcs and the queue half of
  * Linux's qspinlock: the lock is a tail pointer; a locker appends its node with one
  * exchange and, if it had a predecessor, links itself behind it and spins on its OWN
  * node's flag. Unlock passes the lock to the successor by setting that flag, or swings
  * the tail back to empty if there is none. One cache-line transfer per hand-over, however
  * many wait.
  *
- * State:
+ * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
+ * runs, and spinning waiters burn the CPU the holder needs. So, as in the ticket lock
+ * (TWA): the two waiters right behind the holder stay awake - they spin, then yield, for
+ * MCS_NEAR_AWAKE_NS in all, then sleep too (a lock held for seconds costs its waiters no
+ * CPU; what the yielding cost before they slept: docs/results.md, "Figures behind the
+ * theory blocks"); waiters further back do the same while the threads fit on the CPUs
+ * (mcs_stays_awake(): a far waiter cannot see the queue move, and asleep in a moving queue
+ * its turn would come before its wake-up), and once threads outnumber the CPUs poll only
+ * briefly (mcs_spin_budget()), then sleep on their own node's flag (a futex word only they
+ * and their predecessor touch). A waiter promoted to NEXT promotes its own successor to
+ * NEAR, waking it if it sleeps: the wake-up pipeline runs one place ahead of the lock and
+ * mostly off its critical path. The hand-over also wakes a successor that still sleeps.
+ * Directed wake-ups only, never a herd; a thread only ever touches its successor's node,
+ * which cannot go away before it is granted. The holder's unlock, waiting for a successor
+ * to link in, polls, then yields.
+ * That still pays a wake-up per hand-over once more threads queue than there are CPUs
+ * (measured 20-80 k ops/s at 8 threads on 2 CPUs). So the queue is also kept short, as in
+ * kl_ticket (concurrency restriction: Dice & Kogan's GCR, Dice's Malthusian locks): a
+ * locker that finds the lock held goes through mcs_lock_contended(); while counting is
+ * on it counts the waiters it lets in (crowd's low bits); with holder + counted waiters
+ * at kli_crowd_max (the CPUs we may run on), a newcomer parks passive on &crowd, without
+ * a node in the queue, until the unlock that leaves the lock free wakes it, or
+ * MCS_ROTATE_NS passes; then it queues like anyone.
+ * Counting on demand. The count costs the hand-over a trip of the lock's line (the
+ * granter's decrement, which must come before the grant: the lock may be freed right after
+ * it), where plain MCS moves that line only in the relocker's exchange, off the critical
+ * path: kl_mcs ran 0.6-0.8x ck's MCS with two threads on two CPUs while it counted every
+ * waiter. A queue that fits on the CPUs needs no count. So counting is off until a
+ * waiter's spin budget runs out before its grant (mcs_counting_on(): the holder or the
+ * queue is short of a CPU, or the holds are long); newcomers count themselves from then on
+ * (earlier switches, and what they cost: docs/results.md, "Figures behind the theory
+ * blocks"). It goes off again when the crowd has drained: an unlock leaves the lock free
+ * with nobody counted or passive (mcs_unlocked_crowd(); the inline unlock calls it
+ * whenever counting is on). Each waiter's link says whether it is counted
+ * (MCS_LINK_COUNTED), so the granter uncounts exactly the counted ones, whatever the
+ * switch did meanwhile. The gate closes one queue's worth late after counting turns on
+ * (the waiters already queued are not in the count). Under continuous contention the lock
+ * never drains, so counting, once on, stays on: the far waiters' budget and the gate
+ * therefore look at the count (full: holder + counted at kli_crowd_max, mcs_full()), never
+ * at the switch alone. All of it is a heuristic (a locker that saw the lock free but lost
+ * the race to the exchange queues uncounted): nothing rests on it but speed.
+ *
+ * STATE.
  *   tail          0 = free; else the last queued node (the holder's, when alone)
  *   node.next     the successor's node, written by the successor once it has linked in,
  *                 with two flags in the low bits (nodes are at least 4-aligned), which the
@@ -37,67 +79,15 @@
  *                 bit 15 MCS_COUNTING: newcomers count themselves (the queue has run
  *                 deeper than the CPUs); bits 16-31: passive waiters parked on &crowd
  *   holder        debug builds only (locks/primitives/lockdebug.h)
- * Invariants: the nodes from the holder's to tail form the FIFO of waiters, except for a
+ *
+ * INVARIANTS. The nodes from the holder's to tail form the FIFO of waiters, except for a
  * successor between its exchange and its link store (C2): the holder's unlock waits for it.
  * A waiter reads its predecessor's node only before C2 (the predecessor cannot hand over,
  * return from unlock and free its node before it sees the link); after C2 it reads and
  * writes only its own node, and the predecessor writes into it. So a node is the caller's
  * again as soon as kl_mcs_unlock() returns (it may be freed at once).
  *
- * Oversubscription. A hand-over to a preempted waiter stalls the lock until that thread
- * runs, and spinning waiters burn the CPU the holder needs. So, as in the ticket lock
- * (TWA): the two waiters right behind the holder stay awake - they spin, then yield, for
- * MCS_NEAR_AWAKE_NS in all, then sleep too (a lock held for seconds costs its waiters no
- * CPU; until 2026-12 they yielded for ever: 2.9 s of CPU in a 3 s wait under the
- * interposer); waiters further back do the same while the threads fit on the CPUs
- * (mcs_stays_awake(): a far waiter cannot see the queue move, and asleep in a moving
- * queue its turn would come before its wake-up), and once threads outnumber the CPUs
- * poll only briefly (mcs_spin_budget()), then sleep on their own node's
- * flag (a futex word only they and their predecessor touch). A waiter promoted to NEXT
- * promotes its own
- * successor to NEAR, waking it if it sleeps: the wake-up pipeline runs one place ahead of
- * the lock and mostly off its critical path. The hand-over also wakes a successor that
- * still sleeps. Directed wake-ups only, never a herd; a thread only ever touches its
- * successor's node, which cannot go away before it is granted. The holder's unlock,
- * waiting for a successor to link in, polls, then yields. (Until 2026-11 a waiter polled
- * its predecessor's node to learn that it had become next: a read of a node whose owner
- * may already have unlocked and freed it, which ASan caught in klbench.)
- * That still pays a wake-up per hand-over once more threads queue than there are CPUs
- * (measured 20-80 k ops/s at 8 threads on 2 CPUs). So the queue is also kept short, as in
- * kl_ticket (concurrency restriction: Dice & Kogan's GCR, Dice's Malthusian locks): a
- * locker that finds the lock held goes through mcs_lock_contended(); while counting is
- * on it counts the waiters it lets in (crowd's low bits); with holder + counted waiters
- * at kli_crowd_max (the CPUs we may run on), a newcomer parks passive on &crowd, without
- * a node in the queue, until the unlock that leaves the lock free wakes it, or
- * MCS_ROTATE_NS passes; then it queues like anyone.
- * Counting on demand. The count costs the hand-over a trip of the lock's line (the
- * granter's decrement, which must come before the grant: the lock may be freed right
- * after it), where plain MCS moves that line only in the relocker's exchange, off the
- * critical path: kl_mcs ran 0.6-0.8x ck's MCS with two threads on two CPUs while it
- * counted every waiter. A queue that fits on the CPUs needs no count. So counting is off
- * until a waiter's spin budget runs out before its grant (mcs_counting_on(): the holder
- * or the queue is short of a CPU, or the holds are long); newcomers count themselves
- * from then on. (Until 2026-12-04 it came on when a waiter linked in at a place of
- * kli_crowd_max or more, estimated from its predecessor's node: the estimate drifted up
- * in any queue deeper than three - each newcomer added the hand-overs since its
- * predecessor linked - so on 16 CPUs 4 threads turned it on for good, and with it the
- * far waiters' short poll and sleep: a wake-up per hand-over, 140-160 k ops/s against
- * ck's 3.9 M.) It goes off again when the crowd has drained: an unlock leaves the lock free with nobody counted or
- * passive (mcs_unlocked_crowd(); the inline unlock calls it whenever counting is on).
- * Until 2026-12-04 a counted waiter linking in right behind the holder, nobody else
- * counted or passive, turned it off: oversubscribed, counting then flipped on and off
- * with every short queue, and the gate closed late each time (8 threads on 2 CPUs: 2.0 M
- * ops/s against 2.8 M with the drain rule; 16 threads 1.4 M against 2.0 M). Each
- * waiter's link says whether it is counted (MCS_LINK_COUNTED), so the granter uncounts
- * exactly the counted ones, whatever the switch did meanwhile. The gate closes one
- * queue's worth late after counting turns on (the waiters already queued are not in the
- * count). Under continuous contention the lock never drains, so counting, once on,
- * stays on: the far waiters' budget and the gate therefore look at the count (full:
- * holder + counted at kli_crowd_max, mcs_full()), never at the switch alone. All of it
- * is a heuristic (a locker that saw the lock free but lost the race to the exchange
- * queues uncounted): nothing rests on it but speed.
- *
- * Memory ordering:
+ * ORDERING.
  *   C1  exchange on tail (acq_rel): acquire pairs with C3 when the lock was free (we take
  *       it from the last holder's release); release publishes our node's initialisation
  *       to the successor that finds it through tail
@@ -130,7 +120,7 @@
  *       MCS_CALM_WAITS waits of a thread. Waiters further back keep the flag at 0 and sleep without
  *       one. The flag has a
  *       cache line of its own because the grant's read of the locked word itself
- *       (8e94b75-1a4963b) cost the hand-over a coherence transaction: the granter's read
+ *       cost the hand-over a coherence transaction: the granter's read
  *       pulled the spinning waiter's line shared, and its store then had to invalidate
  *       the waiter's copy - two trips where ck's plain store makes one
  *   C6  acquire load of our next link (unlock, mcs_promote)   pairs with C2
@@ -150,17 +140,25 @@
  *       and a passive waiter that adds itself after it finds counting off in its
  *       validate (mcs_crowded) and does not sleep.
  *
+ * COSTS. Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed
+ * wake-ups. Cons: a node per acquisition (caller-owned), a longer uncontended path than a
+ * ticket (a load, exchange + CAS, a load), FIFO convoys under preemption: each hand-over
+ * to a sleeper (far back, or near after a hold longer than MCS_NEAR_AWAKE_NS) costs a
+ * wake-up latency that a barging lock would not pay, and a hand-over to a preempted waiter
+ * stalls everyone (pigz under the interposer, mutexes held ~1 ms, 4 threads on 2 CPUs: 11%
+ * slower than glibc's, docs/preload.md); oversubscribed, fairness is long-term (the
+ * rotation period), not per acquisition.
+ *
  * Inline fast path. klock/mcs.h locks inline first (C builds without instruments): it
- * writes the node (next 0, locked MCS_HOLDER) and, if crowd reads 0 (counting off,
- * nobody passive), exchanges tail itself (C1), without a test read first, as ck's: an
- * empty tail means it holds the lock, else kl_mcs_queued_() links in at once
- * (mcs_link()) and waits, uncounted, as after a lost race. The link is what the
- * holder's unlock waits for, and at two threads the relocker reaches it right after its
- * own grant, so every instruction on the way is on the hand-over's critical path: 20 ns
- * of delay there cost 15% against ck's MCS, and queueing inline with the link before the
- * wait clock took kl_mcs from 0.93 to 1.0 of ck's at 2 threads (2026-12-05,
- * docs/design-adaptive.md). crowd not 0 calls kl_mcs_lock(), which initialises the node
- * again and takes the gate and the count.
+ * writes the node (next 0, locked MCS_HOLDER) and, if crowd reads 0 (counting off, nobody
+ * passive), exchanges tail itself (C1), without a test read first, as ck's: an empty tail
+ * means it holds the lock, else kl_mcs_queued_() links in at once (mcs_link()) and waits,
+ * uncounted, as after a lost race. The link is what the holder's unlock waits for, and at
+ * two threads the relocker reaches it right after its own grant, so every instruction on
+ * the way is on the hand-over's critical path: 20 ns of delay there cost 15% against ck's
+ * MCS, and queueing inline with the link before the wait clock took kl_mcs from 0.93 to
+ * 1.0 of ck's at 2 threads (docs/design-adaptive.md). crowd not 0 calls kl_mcs_lock(),
+ * which initialises the node again and takes the gate and the count.
  * The unlock without a successor is inline too: a relaxed look at the node's link (only
  * tested for zero, never followed), C3 as the CAS (seq_cst: P3) and the seq_cst load of
  * crowd (P4), calling kl_mcs_unlocked_crowd_() only when
@@ -168,20 +166,13 @@
  * kl_mcs_unlock()'s (it reads the link again, with C6). klbench latency: 7.9 ns a pair
  * through the library, 4.9-5.5 ns inline, as ck's MCS (4.7-6.0 ns).
  *
- * Pros: FIFO, one word, local spinning, O(1) traffic per hand-over, directed wake-ups.
- * Cons: a node per acquisition (caller-owned), a longer uncontended path than a ticket
- * (a load, exchange + CAS, a load), FIFO convoys under preemption: each hand-over to a
- * sleeper (far back, or near after a hold longer than MCS_NEAR_AWAKE_NS) costs a wake-up
- * latency that a barging lock would not pay, and a hand-over to a preempted waiter
- * stalls everyone (pigz under the interposer, mutexes held ~1 ms, 4 threads on 2 CPUs:
- * 11% slower than glibc's, docs/preload.md); oversubscribed, fairness is long-term (the
- * rotation period), not per acquisition. Limits: fewer than
- * 2^15 counted waiters and 2^16 passive waiters per lock; the rseq grant (G1) is
- * x86_64-only (aarch64 and the generic backend grant with the exchange); at two threads
- * on two CPUs kl_mcs runs about 1.0x ck's MCS since 2026-12-05 (docs/design-adaptive.md);
- * a node is two cache lines (128 bytes). On 16 CPUs (2026-12-04) it runs 0.44-0.65x
- * ck's MCS at 4-8 threads and collapses from 16 threads on (57-87 k ops/s against 3.9 M): once counting
- * is on, far waiters that do sleep cost every hand-over a wake-up; not solved.
+ * LIMITS. Fewer than 2^15 counted waiters and 2^16 passive waiters per lock; the rseq
+ * grant (G1) is x86_64-only (aarch64 and the generic backend grant with the exchange); at
+ * two threads on two CPUs kl_mcs runs about 1.0x ck's MCS (docs/design-adaptive.md); a
+ * node is two cache lines (128 bytes). On many CPUs, once counting is on, far waiters that
+ * do sleep cost every hand-over a wake-up, and the lock falls far behind ck's MCS from 16
+ * threads on (the figures: docs/results.md, "Figures behind the theory blocks"); not
+ * solved.
  */
 #include <klock/mcs.h>
 #include <klock/wait.h>

@@ -2,7 +2,7 @@
 /*
  * locks/primitives/mutex.c - kl_mutex, the adaptive spin-then-park mutex.
  *
- * What it is. The kernel adaptive mutex (Linux mutex + OSQ, FreeBSD mtx + lock_delay,
+ * WHAT. The kernel adaptive mutex (Linux mutex + OSQ, FreeBSD mtx + lock_delay,
  * NetBSD/Solaris adaptive mutex) in userspace, with WebKit's ParkingLot for the sleep
  * side. Uncontended: one CAS to lock, one CAS to unlock. Contended: spin (one spinner
  * on the word, polling at paced intervals, sparser once it has seen the lock retaken
@@ -14,7 +14,7 @@
  * owner on a CPU" test (the rseq sched_state RFC is unmerged): "the lock is still moving"
  * stands in for it.
  *
- * State word `owner` (uintptr_t; owner ids are multiples of 128, bits 0-6 are flags):
+ * STATE. Word `owner` (uintptr_t; owner ids are multiples of 128, bits 0-6 are flags):
  *   bits 7..63  owner: the holder's owner id (kli_tls_owner, locks/substrate/thread.h), or 0 when
  *               nobody holds it. An id, not the thread record: records are recycled, ids
  *               never, so a mutex left locked by a thread that exited stays locked and
@@ -39,7 +39,7 @@
  * MTX_PASS_MAX when it claims (no more barging) and to 0 when it wins, a polite locker
  * whose spinner never came to -MTX_PASS_CREDIT, a barging owner adds one.
  *
- * Invariants.
+ * INVARIANTS.
  *   I1 A thread sleeps on the key only after validate saw the word held (owner != 0) and
  *      PARKED set, under the bucket lock; PARKED is cleared only under that bucket lock
  *      when the queue has no one left. So an unlock that sees PARKED clear has nobody to
@@ -60,7 +60,7 @@
  *      each run on one CPU with the line in its cache; swapping at every gap a spinner
  *      catches costs the line's trips and both threads' slow paths each time.
  *
- * Memory ordering (labels appear at the sites).
+ * ORDERING (labels appear at the sites).
  *   M1  acquire CAS taking the lock (fast path and slow path)   pairs with M2
  *   M2  release CAS releasing it (fast path, slow path, unpark callback)  pairs with M1
  *   H1  the unpark callback's release CAS naming the wakee as owner, then park.c's K1
@@ -71,6 +71,9 @@
  *       bucket: the parker's bucket lock and enqueue happen-before our bucket lock, so
  *       kli_unpark_one() finds the sleeper. Relaxed alone would not promise that.
  *
+ * COSTS. One word of state; uncontended cost of a plain spinlock; no system call unless
+ * someone really sleeps; herd-free (one wake per unlock); bounded unfairness both ways.
+ *
  * Owner ids cost the fast paths nothing: they are read from TLS where the record pointer
  * was (the slow paths, which need the record for the spin queue and the parking lot, read
  * both). The alternative - a per-thread count of held locks, so that the record of a
@@ -80,21 +83,20 @@
  *
  * Inline fast paths. klock/mutex.h does the uncontended lock (M1: CAS 0 -> owner id) and
  * unlock (M2: CAS owner id -> 0) inline in C builds without instruments, reading the owner
- * id through kl_mutex_self_ (an alias of kli_tls_owner). A CAS that failed on a word
- * whose only flag is SPINNER goes on inline from the value it returned: the release
- * keeping SPINNER (kl_mutex_release_spinner_), or the barge past a claim while passes
- * are left (kl_mutex_barge_), static inline in the header and used by this file's fast
- * paths too. Any other case calls kl_mutex_lock() / kl_mutex_unlock() here, which start
- * afresh (a failed CAS changed nothing). The call was a third of the uncontended pair (klbench latency: 7.5 ns through
- * the library, 5.0 inline).
+ * id through kl_mutex_self_ (an alias of kli_tls_owner). A CAS that failed on a word whose
+ * only flag is SPINNER goes on inline from the value it returned: the release keeping
+ * SPINNER (kl_mutex_release_spinner_), or the barge past a claim while passes are left
+ * (kl_mutex_barge_), static inline in the header and used by this file's fast paths too.
+ * Any other case calls kl_mutex_lock() / kl_mutex_unlock() here, which start afresh (a
+ * failed CAS changed nothing). The call was a third of the uncontended pair (klbench
+ * latency: 7.5 ns through the library, 5.0 inline).
  *
- * Pros: one word of state; uncontended cost of a plain spinlock; no system call unless
- * someone really sleeps; herd-free (one wake per unlock); bounded unfairness both ways.
- * Cons / limits: no priority inheritance (use a PI futex for that); the spin budget is a
- * guess (EWMA), not an owner-running test, so a preempted owner costs spinners up to the
- * budget (KLI_SPIN_MAX_NS; MTX_STALL_NS while the lock's waits are short); after a
- * hand-off the lock is held by a thread that is still waking up (microseconds). Waiters do not touch the mutex after a hand-off, but a woken
- * waiter without one does (it retries): destroy only a mutex nobody waits on.
+ * LIMITS. No priority inheritance (use a PI futex for that); the spin budget is a guess
+ * (EWMA), not an owner-running test, so a preempted owner costs spinners up to the budget
+ * (KLI_SPIN_MAX_NS; MTX_STALL_NS while the lock's waits are short); after a hand-off the
+ * lock is held by a thread that is still waking up (microseconds). Waiters do not touch
+ * the mutex after a hand-off, but a woken waiter without one does (it retries): destroy
+ * only a mutex nobody waits on.
  */
 #include "mutex_impl.h"
 #include "hooks.h"

@@ -24,6 +24,12 @@
  * CPU in separate words. A pair is then two independent increments - not +1 and -1 on one
  * word, a store-forwarding chain - and an unlock may land on any CPU's slot.
  *
+ * Fairness. Readers and writers that must wait queue FIFO on the semaphore (parking lot).
+ * write_unlock walks the queue like Linux's percpu_rwsem_wake_function: each reader at the
+ * head is counted in (one lock increment on its behalf) and woken; the first writer gets
+ * `block` handed over and ends the walk. New readers cannot pass a queued writer (block),
+ * a writer cannot pass queued readers (it queues behind them): no starvation.
+ *
  * STATE.
  *   gp (one word, loaded by every reader):
  *     bits 7..  the per-CPU counters (KL_ARCH_PAD aligned), 0 until allocated
@@ -75,12 +81,6 @@
  *   H    write_unlock releases block (release); the admitted readers and the next writer
  *        acquire it (CAS acquire, park K1/K2). rcu_sync_exit's EXIT store is a release and
  *        the EXIT -> IDLE flip is acq_rel, so readers that find IDLE see the last write.
- *
- * FAIRNESS. Readers and writers that must wait queue FIFO on the semaphore (parking lot).
- * write_unlock walks the queue like Linux's percpu_rwsem_wake_function: each reader at the
- * head is counted in (one lock increment on its behalf) and woken; the first writer gets
- * `block` handed over and ends the walk. New readers cannot pass a queued writer (block),
- * a writer cannot pass queued readers (it queues behind them): no starvation.
  *
  * COSTS. Read pair (rseq mode, inline): two rseq sections of ~9 instructions, loading
  * only __rseq_offset, gp and cpu_id - no load follows the commit. First write of a burst:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/rmlock.c - kl_rmlock: FreeBSD rmlock(9) semantics; readers without atomics while
+ * locks/primitives/rmlock.c - kl_rmlock: FreeBSD rmlock(9) semantics; readers without atomics while
  * the lock is biased, kl_rwlock's algorithm while it is not (BRAVO's adaptive bias).
  *
  * WHAT. FreeBSD's rmlock lets a reader publish itself on a per-CPU tracker list with
@@ -40,6 +40,13 @@
  * dummy; rm_read_biased() refuses), the first write switches the lock to UNBIASED for
  * good, and no write counts as a revocation.
  *
+ * Fairness. kl_rwlock's: writer preference (new readers defer to a waiting writer) with a
+ * time-bounded hand-off to the sleeping readers, so neither side starves; writers among
+ * themselves are not FIFO. A revocation turns new readers away to lk->rw, where they wait
+ * behind the revoking writer. KL_RM_SLEEPABLE makes the revoking writer sleep (C/F)
+ * instead of spinning and yielding while a biased reader stays inside; every other wait is
+ * kl_rwlock's spin-then-sleep with or without the flag.
+ *
  * STATE. lk->state (32 bits; biased readers load it on every lock and unlock):
  *   bit 0  KL_RM_S_WRITER   a revocation is under way (the writer holds lk->rw and drains
  *                           the plain slots): biased readers back out
@@ -54,7 +61,7 @@
  *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
  *   reader that found writes inside an expired window (relaxed: a lost update only shifts
  *   the window).
- *   lk->rw      the embedded kl_rwlock (locks/rwlock.c's theory block); its word names the
+ *   lk->rw      the embedded kl_rwlock (locks/primitives/rwlock.c's theory block); its word names the
  *   writer by owner id (one thread lifetime, so a lock write-held by a thread that
  *   exited is nobody's): kl_rmlock_wowned() and the debug checks ask it.
  * Per thread (rm = kli_thread.rm): depth, slot[1..depth] a stack of held rmlocks (0 =
@@ -107,13 +114,6 @@
  *        drain, so the write section happens after every read section it waited for.
  *   Unbiased reads and all writes are ordered by lk->rw's own labels (R1/R2, W1/W2, ...).
  *
- * FAIRNESS. kl_rwlock's: writer preference (new readers defer to a waiting writer) with a
- * time-bounded hand-off to the sleeping readers, so neither side starves; writers among
- * themselves are not FIFO. A revocation turns new readers away to lk->rw, where they wait
- * behind the revoking writer. KL_RM_SLEEPABLE makes the revoking writer sleep (C/F)
- * instead of spinning and yielding while a biased reader stays inside; every other wait is
- * kl_rwlock's spin-then-sleep with or without the flag.
- *
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
  * line and the lock's read-mostly state line. Unbiased: the inline slot push and tag plus
  * kl_rwlock's inline read (one CAS, or its biased slot); every RM_REARM_READS-th, and
@@ -121,8 +121,8 @@
  * kl_rwlock's write pair plus a load of state and the write count. Revoking write: one
  * membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14 words per
  * thread record ever created, a second pass when readers were found, two clock reads.
- * The lock is 112 bytes on LP64 (it was 80: the embedded kl_rwlock adds 40; the shared
- * overflow word and the owner word are gone, the kl_rwlock's word names the writer). Its
+ * The lock is 112 bytes on LP64, 40 of them the embedded kl_rwlock, whose word names the
+ * writer (its size before: docs/results.md, "Figures behind the theory blocks"). Its
  * first 64 bytes are what biased readers read; the write count sits by the kl_rwlock.
  *
  * LIMITS. Depth beyond KL_RM_SLOTS uses holds of lk->rw noted in the thread's rm_ovf list,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
+ * locks/primitives/rwlock.c - kl_rwlock, the adaptive reader-writer lock.
  *
- * What it is. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
+ * WHAT. The kernel rwlock shape (FreeBSD rw/sx, OpenBSD rwlock): one word holds a
  * reader count or the writer; contended lockers spin for a learnt time budget, then
  * sleep. Writers queue to spin (the OSQ, as kl_mutex's spinners and Linux rwsem's
  * writers; its tail hashed by the lock's address, kli_osq_hashed, as the lock has no room
@@ -10,41 +10,29 @@
  * while the lock keeps moving, leaving a relocking writer the lock until its turn after
  * RW_TURN_NS or RW_PASS_MAX releases. A sleeping writer woken and beaten queues to spin
  * again.
- * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of
- * their own, writers and readers sleep on different futex words, and an unlock wakes one
- * writer or the readers - never a herd that mostly goes back to sleep. Added here: a
- * writer that unlocks while readers sleep HANDS the lock to all of them (they wake holding
- * it), which bounds reader starvation under writer preference - at most once per
- * RW_HANDOFF_EVERY_NS (1 ms, kl_mutex's hand-off bound). Every unlock handing off made a
- * convoy once threads outnumber CPUs: the granted readers hold the lock until the
- * scheduler runs each of them, and everyone else queues behind sleeping threads (8
- * threads on 2 CPUs, 10% writes: 84 k ops/s, 0.33 futex wake-ups per operation, against
- * pthread_rwlock's 43 M). Between hand-offs a writer's unlock wakes the next writer (or,
- * with none waiting, the readers) and threads compete, as kl_mutex's barging does.
+ * The sleep side is OpenBSD's 2024-25 rework (dlg): sleepers are COUNTED in words of their
+ * own, writers and readers sleep on different futex words, and an unlock wakes one writer
+ * or the readers - never a herd that mostly goes back to sleep. Added here: a writer that
+ * unlocks while readers sleep HANDS the lock to all of them (they wake holding it), which
+ * bounds reader starvation under writer preference - at most once per RW_HANDOFF_EVERY_NS
+ * (1 ms, kl_mutex's hand-off bound). Every unlock handing off made a convoy once threads
+ * outnumber CPUs: the granted readers hold the lock until the scheduler runs each of them,
+ * and everyone else queues behind sleeping threads (docs/results.md, "Figures behind the
+ * theory blocks"). Between hand-offs a writer's unlock wakes the next writer (or, with
+ * none waiting, the readers) and threads compete, as kl_mutex's barging does.
  *
- * Reader bias (BRAVO: Dice and Kogan, "BRAVO - Biased Locking for Reader-Writer Locks",
- * USENIX ATC 2019). Readers counted in one word move its cache line at every lock and
- * unlock: on 2 CPUs at 2 threads, read-only, 11 M ops/s where one thread alone does 70 M.
- * While the word has BIAS, a reader instead publishes the lock's address in a slot of its
- * own thread record (kli_thread.rw_bias: KL_RWLOCK_BIAS_SLOTS_ slots, one cache line, the
- * column a hash of the lock's address; exported as the TLS pointer kl_rwlock_bias_) and
- * then looks at the word (B1/B2): BIAS and no blocking bit admit it, anything else makes
- * it take the slot back and count itself. Its unlock clears the slot (B5). A reader whose
- * slot is taken (another lock in that column, or a second hold) counts itself. The bias
- * is turned on (B6) by a reader that holds the lock counted after losing a race for the
- * word to another reader - the line is moving between readers - unless a revocation
- * inhibits it. A writer that takes a biased word (W1, which keeps BIAS, seq_cst: B3) then
- * revokes: it reads the lock's column in every thread record (B4), waiting for each hold
- * to go (polled for RW_BIAS_SPIN_NS, then asleep: it sets BIAS_WAIT and runs the heavy
- * half of the fence pair, and a biased release, after its light half, wakes it when it
- * sees BIAS_WAIT - so the reader's unlock stays a store, a compiler barrier and a load of
- * a line it already shares), clears BIAS and inhibits it for RW_BIAS_INHIBIT_MULT times what the
- * revocation took (bias_at). A writer that gives up meanwhile (trylock, deadline)
- * releases the word with BIAS kept: holds may remain in slots, and only BIAS makes the
- * next writer look for them. Invariant: no thread holds the lock through a slot while
- * the word lacks BIAS, except inside a revocation, whose writer holds WRLOCK.
+ * Reader bias (BRAVO): readers that collide publish their holds in slots of their own
+ * thread records instead of counting themselves in the word; rwlock_bias.c holds it and
+ * its account (its ordering labels, B1-B10, are listed below with the others).
  *
- * State word `word` (uintptr_t):
+ * Realtime readers (the interposer's, XSH pthread_rwlock_rdlock): the reader slow path
+ * has a "bold" mode, kli_rwlock_read_lock_outranking(), for a reader its caller knows to
+ * outrank every blocked writer: it defers to a write holder (WRLOCK) but not to WRWANT.
+ * It enters as any reader (R1) and leaves as any (R2; the last one out wakes a sleeping
+ * writer), and sleeps only behind a holder, whose release grants it (G1-G4): no new
+ * ordering. kl_rwlock's own API never uses it (it keeps no priorities).
+ *
+ * STATE. Word `word` (uintptr_t):
  *   bit 0  WRLOCK     write-held; bits 7..63 are then the writer's owner id (a multiple
  *                     of 128 naming one thread lifetime, locks/thread.h - not its record,
  *                     which a later thread may reuse: a lock write-held by a thread that
@@ -83,7 +71,7 @@
  * relaxed). Sleepers
  * and spinners are counted apart so that a wake-up system call is made only for a sleeper.
  *
- * Invariants.
+ * INVARIANTS.
  *   I1 Wake-ups never depend on WRWANT: a sleeper counts itself (S1/S2) before its last
  *      look at the word, and every transition a sleeper waits for (write release, last
  *      reader out, writer giving up) is followed by a look at the counts (SB pairs below).
@@ -115,7 +103,7 @@
  *      writers, and spinners in a crowd (a moment when the head role passes), sleep when
  *      their budgets run out, and the sleep side's bounds apply.
  *
- * Memory ordering (labels at the sites).
+ * ORDERING (labels at the sites).
  *   R1  read acquire CAS (count+1)              pairs with W2/G3 of the last writer
  *   R2  read release fetch-sub (seq_cst)        pairs with W1 of the next writer;
  *                                               SB with S2 (then reads wwait)
@@ -162,47 +150,38 @@
  *   wspin and wpasses order nothing (relaxed): a count missed or lost only moves a
  *   spinner's restart or turn; whoever takes the lock still does so by W1.
  *
- * Inline fast paths. klock/rwlock.h copies the two uncontended write steps into the
- * caller (C builds without instruments, as klock/mutex.h): W1 from 0 to the thread's
- * owner id (the exported TLS alias kl_mutex_self_) | WRLOCK, and the unlock's steps in
- * order - rwait read 0 (no readers to hand the lock to), W2 back to 0, the seq_cst loads
- * of rwait and wwait - calling kl_rwlock_write_unlocked_() (rw_wake_after) only if a
- * sleeper counted itself, and kl_rwlock_count_pass_() (rw_pass) while wspin is 1. Any
- * other case calls the exported function, which starts afresh: a failed CAS changed
- * nothing, so misuse is still caught there. The read side
- * likewise: with BIAS the biased entry (B1/B2, kl_rwlock_bias_enter_), else R1 once, into
- * a word with no RW_RD_BLOCK bit (else the library, kl_rwlock_read_contended_), and the
- * whole unlock - the thread's slot cleared if it holds the lock (B5), else R2, then rw_read_released_badly()'s test, and only if it holds the
- * library's rest, kl_rwlock_read_released_() (rw_read_released_slow: undo and report a
- * misuse, or wake the writer that the last reader out found asleep). The encoding the
- * header needs is there as KL_RWLOCK_*_, and RW_* below are defined from it. klbench
- * latency: a write pair 7.3-7.5 ns through the library, 4.8 ns inline (kl_mutex's
+ * COSTS. Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
+ * bounded starvation both ways; downgrade; timed variants; readers that collide stop
+ * sharing a line (the bias). Cons: unbiased readers share one cache line; a biased lock's
+ * writer pays a scan of every thread record ever registered (two lines each, the walk
+ * prefetching ahead: ~70 ns a record when they miss, 18 µs at 256 threads,
+ * bench/rw-revoke -c), and one that sleeps a membarrier.
+ *
+ * Inline fast paths. klock/inline/rwlock.h copies the two uncontended write steps into the
+ * caller (C builds without instruments, as klock/mutex.h): W1 from 0 to the thread's owner
+ * id (the exported TLS alias kl_mutex_self_) | WRLOCK, and the unlock's steps in order -
+ * rwait read 0 (no readers to hand the lock to), W2 back to 0, the seq_cst loads of rwait
+ * and wwait - calling kl_rwlock_write_unlocked_() (rw_wake_after) only if a sleeper
+ * counted itself, and kl_rwlock_count_pass_() (rw_pass) while wspin is 1. Any other case
+ * calls the exported function, which starts afresh: a failed CAS changed nothing, so
+ * misuse is still caught there. The read side likewise: with BIAS the biased entry (B1/B2,
+ * kl_rwlock_bias_enter_), else R1 once, into a word with no RW_RD_BLOCK bit (else the
+ * library, kl_rwlock_read_contended_), and the whole unlock - the thread's slot cleared if
+ * it holds the lock (B5), else R2, then rw_read_released_badly()'s test, and only if it
+ * holds the library's rest, kl_rwlock_read_released_() (rw_read_released_slow: undo and
+ * report a misuse, or wake the writer that the last reader out found asleep). The encoding
+ * the header needs is there as KL_RWLOCK_*_, and rwlock_impl.h's RW_* are defined from it.
+ * klbench latency: a write pair 7.3-7.5 ns through the library, 4.8 ns inline (kl_mutex's
  * 4.3-4.6); a read pair 7.1-7.2 ns, 5.1-5.2 ns inline.
  *
- * Realtime readers (the interposer's, XSH pthread_rwlock_rdlock): the reader slow path
- * has a "bold" mode, kli_rwlock_read_lock_outranking(), for a reader its caller knows to
- * outrank every blocked writer: it defers to a write holder (WRLOCK) but not to WRWANT.
- * It enters as any reader (R1) and leaves as any (R2; the last one out wakes a sleeping
- * writer), and sleeps only behind a holder, whose release grants it (G1-G4): no new
- * ordering. kl_rwlock's own API never uses it (it keeps no priorities).
- *
- * Pros: one-CAS uncontended paths on both sides; no herd (OpenBSD's sys-time win);
- * bounded starvation both ways; downgrade; timed variants; readers that collide stop
- * sharing a line (the bias). Cons / limits: unbiased readers share one cache line; a
- * biased lock's writer pays a scan of every thread record ever registered (two lines
- * each, the walk prefetching ahead: ~70 ns a record when they miss, 18 µs at 256
- * threads, bench/rw-revoke -c), and one that sleeps a membarrier; a
- * thread that exits holding a read lock leaves it held for ever (counted or in its
- * record's slot, which the record's next thread may then release); no read recursion;
+ * LIMITS. A thread that exits holding a read lock leaves it held for ever (counted or in
+ * its record's slot, which the record's next thread may then release); no read recursion;
  * writers are not FIFO among themselves, and only a lone spinning writer gets kl_mutex's
  * progress-restarted budget and turns (a crowd of spinners is not queued: each keeps a
- * fixed budget); fewer than 2^16 writers asleep or spinning per lock; WRWANT can be
- * lost in a race (it is only a hint: readers then briefly overtake a sleeping writer,
- * which re-sets it on its next look).
+ * fixed budget); fewer than 2^16 writers asleep or spinning per lock; WRWANT can be lost
+ * in a race (it is only a hint: readers then briefly overtake a sleeping writer, which
+ * re-sets it on its next look).
  */
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
 #include <klock/rwlock.h>
 #include <klock/wait.h>
 #include "hooks.h"
@@ -211,17 +190,6 @@
 #include "spin.h"
 #include "thread.h"
 
-/* The word's encoding: klock/rwlock.h's private copies are the ones its inline paths use. */
-#define RW_WRLOCK ((uintptr_t)KL_RWLOCK_WRLOCK_)
-#define RW_WRWANT ((uintptr_t)KL_RWLOCK_WRWANT_)
-#define RW_DESTROYED ((uintptr_t)KL_RWLOCK_DESTROYED_)
-#define RW_BIAS ((uintptr_t)KL_RWLOCK_BIAS_)
-#define RW_BIAS_WAIT ((uintptr_t)KL_RWLOCK_BIAS_WAIT_)
-#define RW_FLAGS ((uintptr_t)KL_RWLOCK_FLAGS_)
-#define RW_RD_ONE ((uintptr_t)KL_RWLOCK_RD_ONE_)
-/* Word bits that keep a new reader out. */
-#define RW_RD_BLOCK (RW_WRLOCK | RW_WRWANT | RW_DESTROYED)
-_Static_assert(RW_RD_BLOCK == KL_RWLOCK_RD_BLOCK_, "klock/rwlock.h's reader-blocking bits");
 /* What kl_rwlock_destroy() stores. */
 #define RW_POISON (KLI_OWNER_POISON | RW_DESTROYED)
 /* rseq bit 0: a reader may be asleep on this value (set by the reader before its last
@@ -273,44 +241,6 @@ _Static_assert(RW_PASS_MAX == KL_MUTEX_PASS_MAX_, "kl_rwlock_count_pass_ uses th
 #define RW_RIDE_READERS_NS 8000u
 
 _Atomic uint64_t kli_rw_handoff_every_ns = RW_HANDOFF_EVERY_NS;
-
-/* Reader bias. After a revocation that took C ns, readers stay unbiased for this many C
- * (BRAVO's N: a writer spends at most about 1/(N+1) of its time revoking; BRAVO's 9 made
- * 33-34 M ops/s at 2 threads and 1% writes here, 3 made 41 M: docs/design-adaptive.md). */
-#define RW_BIAS_INHIBIT_MULT 3u
-/* kli_rw_bias_inhibit_mult before KLOCK_RW_BIAS was read, and with the bias off. */
-#define RW_BIAS_UNSET 0xffffffffu
-#define RW_BIAS_OFF 0xfffffffeu
-/* KLOCK_RW_BIAS accepts multiples up to this. */
-#define RW_BIAS_MULT_MAX 1000ul
-/* bias_at's clock: kli_cycles_to_ns(cycles) >> this (256 ns units, 16 bits). */
-#define RW_BIAS_CLOCK_SHIFT 8
-/* Longest inhibition, in bias_at units (about 8.4 ms): a bias_at further ahead than this is
- * a stale value the 16-bit clock wrapped past, and no longer inhibits. */
-#define RW_BIAS_WINDOW_MAX 0x7fffu
-/* A revoking writer polls a published hold this long before it sleeps until woken. */
-#define RW_BIAS_SPIN_NS KLI_STALL_NS
-/* A slot value no lock has (locks are aligned): the shared row is full of it. */
-#define RW_BIAS_NONE ((uintptr_t)1)
-
-_Atomic unsigned kli_rw_bias_inhibit_mult = RW_BIAS_UNSET;
-
-/* Every thread's kl_rwlock_bias_ until its first library read lock, and after it exits:
- * no slot is 0, so the inline path never publishes into it. */
-static _Atomic uintptr_t rw_bias_full[KL_RWLOCK_BIAS_SLOTS_] = {
-	RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE,
-	RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE,
-	RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE, RW_BIAS_NONE,
-};
-_Static_assert(KL_RWLOCK_BIAS_SLOTS_ == 16, "rw_bias_full lists every slot");
-
-__attribute__((tls_model("initial-exec"))) __thread _Atomic uintptr_t *kl_rwlock_bias_ =
-	rw_bias_full;
-
-/* Revoking writers asleep (any lock's) wait on this; a biased release that sees
- * BIAS_WAIT bumps it (release, B9) and wakes them all: revokers that sleep are rare. */
-static _Atomic uint32_t rw_revoke_seq;
-static pthread_once_t rw_bias_once = PTHREAD_ONCE_INIT;
 
 /* wwait: writers asleep or about to sleep (low half), wake-ups sent to them that they
  * have not yet taken back (high half; never more than the low half). */
@@ -425,236 +355,6 @@ static void rw_wake_readers(struct kl_rwlock *rw)
 	kli_hook_woke(rw, RW_KIND);
 }
 
-/* ---- reader bias ----------------------------------------------------------------------- */
-
-static void rw_bias_thread_exit(struct kli_thread *t)
-{
-	(void)t; /* its published holds stay, as a count hold would: see the top */
-	kl_rwlock_bias_ = rw_bias_full;
-}
-
-static void rw_bias_global_init(void)
-{
-	kli_thread_on_exit(rw_bias_thread_exit);
-}
-
-/* The calling thread's row, the inline path's from now on. */
-static _Atomic uintptr_t *rw_bias_row(void)
-{
-	struct kli_thread *t = kli_self();
-
-	if (kl_unlikely(kl_rwlock_bias_ != t->rw_bias)) {
-		pthread_once(&rw_bias_once, rw_bias_global_init);
-		kl_rwlock_bias_ = t->rw_bias;
-	}
-	return t->rw_bias;
-}
-
-static inline unsigned rw_col(const struct kl_rwlock *rw)
-{
-	return kl_rwlock_bias_col_(rw);
-}
-
-/* A biased entry (B1/B2, the inline path's kl_rwlock_bias_enter_ on the caller's row). */
-static bool rw_bias_enter(struct kl_rwlock *rw)
-{
-	(void)rw_bias_row();
-	return kl_rwlock_bias_enter_(rw);
-}
-
-/* Drops the caller's biased hold of @rw, if it has one (B5). */
-static inline bool rw_bias_release(struct kl_rwlock *rw)
-{
-	_Atomic uintptr_t *s = kl_rwlock_bias_ + rw_col(rw);
-
-	if (atomic_load_explicit(s, memory_order_relaxed) != (uintptr_t)rw)
-		return false;
-	kl_rwlock_bias_leave_(rw, s);
-	return true;
-}
-
-static inline uint16_t rw_bias_clock(void)
-{
-	return (uint16_t)(kli_cycles_to_ns(kl_arch_cycles()) >> RW_BIAS_CLOCK_SHIFT);
-}
-
-/* The inhibit multiple: RW_BIAS_INHIBIT_MULT, or KLOCK_RW_BIAS=N (read once; "off": no
- * bias, RW_BIAS_OFF; anything else malformed: the default). */
-static unsigned rw_bias_mult(void)
-{
-	unsigned m = atomic_load_explicit(&kli_rw_bias_inhibit_mult, memory_order_relaxed);
-
-	if (kl_unlikely(m == RW_BIAS_UNSET)) {
-		const char *e = getenv("KLOCK_RW_BIAS");
-		char *end = NULL;
-		unsigned long v = e != NULL ? strtoul(e, &end, 10) : RW_BIAS_INHIBIT_MULT;
-
-		if (e != NULL && strcmp(e, "off") == 0)
-			v = RW_BIAS_OFF;
-		else if (e != NULL && (end == e || *end != '\0' || v > RW_BIAS_MULT_MAX))
-			v = RW_BIAS_INHIBIT_MULT;
-		m = (unsigned)v;
-		atomic_store_explicit(&kli_rw_bias_inhibit_mult, m, memory_order_relaxed);
-	}
-	return m;
-}
-
-/* May readers be biased again? (bias_at: 0 = never revoked; a hint, relaxed.) */
-static bool rw_bias_due(const struct kl_rwlock *rw)
-{
-	uint16_t at = atomic_load_explicit(&rw->bias_at, memory_order_relaxed);
-	uint16_t left = (uint16_t)(at - rw_bias_clock());
-
-	return at == 0 || left == 0 || left > RW_BIAS_WINDOW_MAX;
-}
-
-/* A reader that holds @rw counted, and lost a race for the word to another reader: the
- * shared line is moving between readers, so turn the bias on if no revocation inhibits
- * it. We hold a read hold, so no writer holds the lock; a writer that sets WRWANT
- * meanwhile makes the CAS fail. B6: relaxed - an RMW on the word continues the release
- * sequence of the last writer's W2, which B2's acquire then synchronises with. */
-static KL_NOINLINE void rw_bias_arm(struct kl_rwlock *rw)
-{
-	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
-
-	if ((v & (RW_BIAS | RW_RD_BLOCK)) || rw_bias_mult() == RW_BIAS_OFF || !rw_bias_due(rw))
-		return;
-	atomic_compare_exchange_strong_explicit(&rw->word, &v, v | RW_BIAS, memory_order_relaxed,
-						memory_order_relaxed);
-}
-
-/* The release half of a revoking writer's sleep: a biased hold went while BIAS_WAIT was
- * set. B9: release, pairs with B10 - a writer that reads the new count sees the slot. */
-void kl_rwlock_bias_released_(struct kl_rwlock *rw)
-{
-	(void)rw;
-	atomic_fetch_add_explicit(&rw_revoke_seq, 1, memory_order_release);
-	kl_wake(&rw_revoke_seq, KL_WAKE_ALL);
-}
-
-/* Sleeps until the hold in @slot goes (woken by its release, kl_rwlock_bias_released_)
- * or @abstime passes. BIAS_WAIT is set first, then B8 - the heavy half of the fence pair,
- * against B7, the releaser's light half: either it sees BIAS_WAIT and wakes us, or our
- * look after B8 sees its slot cleared. 0 or ETIMEDOUT. */
-static int rw_bias_sleep(struct kl_rwlock *rw, _Atomic uintptr_t *slot,
-			 const struct timespec *abstime)
-{
-	uint32_t seq;
-
-	atomic_fetch_or_explicit(&rw->word, RW_BIAS_WAIT, memory_order_relaxed);
-	kl_fence_heavy(); /* B8: pairs with B7 */
-	for (;;) {
-		/* B10: acquire, pairs with B9: a bump we read comes after the slot's clearing. */
-		seq = atomic_load_explicit(&rw_revoke_seq, memory_order_acquire);
-		if (atomic_load_explicit(slot, memory_order_seq_cst) != (uintptr_t)rw)
-			return 0; /* B4 */
-		if (kli_deadline_passed(abstime))
-			return ETIMEDOUT;
-		kl_wait(&rw_revoke_seq, seq, abstime);
-	}
-}
-
-/* Waits for the hold published in @slot, if it is one of @rw, to go: polls for
- * RW_BIAS_SPIN_NS, then sleeps until its release wakes us. @wait false: EAGAIN at once. */
-static int rw_bias_drain(struct kl_rwlock *rw, _Atomic uintptr_t *slot,
-			 const struct timespec *abstime, bool wait)
-{
-	struct kli_spin s;
-
-	kli_spin_start(&s, RW_BIAS_SPIN_NS);
-	/* B4: seq_cst, after B3 (SB with B1/B2); acquire: pairs with the holder's B5. */
-	while (atomic_load_explicit(slot, memory_order_seq_cst) == (uintptr_t)rw) {
-		if (!wait)
-			return EAGAIN;
-		if (!kli_spin_poll(&s))
-			return rw_bias_sleep(rw, slot, abstime);
-	}
-	return 0;
-}
-
-/* Inhibits the bias for the multiple of a revocation that took @ns. */
-static void rw_bias_inhibit(struct kl_rwlock *rw, uint64_t ns)
-{
-	uint64_t units = ns * rw_bias_mult() >> RW_BIAS_CLOCK_SHIFT;
-	uint16_t at;
-
-	if (units > RW_BIAS_WINDOW_MAX)
-		units = RW_BIAS_WINDOW_MAX;
-	at = (uint16_t)(rw_bias_clock() + units + 1u);
-	atomic_store_explicit(&rw->bias_at, at != 0 ? at : 1u, memory_order_relaxed);
-}
-
-static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds);
-
-/*
- * The caller took the write hold (W1/B3) from a biased word: wait until no thread's slot
- * holds @rw (new biased readers see WRLOCK at B2 and take their slot back), then clear
- * BIAS and inhibit it for RW_BIAS_INHIBIT_MULT times what this took. The scan reads one
- * slot per thread record ever registered (records are never unlinked; a thread that
- * registers during the scan publishes only after its registration, and then sees WRLOCK).
- * On failure (@wait false: EAGAIN; the deadline: ETIMEDOUT) the write hold is released
- * with BIAS kept - some reader still holds through its slot, and the next writer must
- * find BIAS to look for it.
- */
-static KL_NOINLINE int rw_revoke(struct kl_rwlock *rw, const struct timespec *abstime,
-				 bool wait)
-{
-	uint64_t t0 = kl_arch_cycles(), cost_ns;
-	unsigned col = rw_col(rw);
-	int err = 0;
-
-	kli_hook_revoke_begin(rw, RW_KIND);
-	for (struct kli_thread *t = kli_thread_first(); t != NULL && err == 0; t = t->all_next) {
-		kli_thread_prefetch_ahead(t, offsetof(struct kli_thread, rw_bias[col]));
-		err = rw_bias_drain(rw, &t->rw_bias[col], abstime, wait);
-	}
-	if (err != 0) {
-		rw_write_leave(rw, atomic_load_explicit(&rw->word, memory_order_relaxed), 0);
-		kli_hook_revoke_end(rw, RW_KIND, kli_cycles_to_ns(kl_arch_cycles() - t0), err);
-		return err;
-	}
-	cost_ns = kli_cycles_to_ns(kl_arch_cycles() - t0);
-	rw_bias_inhibit(rw, cost_ns);
-	kli_hook_revoke_end(rw, RW_KIND, cost_ns, 0);
-	/* Under our write hold: only WRWANT may change meanwhile, and this RMW keeps it. */
-	atomic_fetch_and_explicit(&rw->word, ~(RW_BIAS | RW_BIAS_WAIT), memory_order_relaxed);
-	return 0;
-}
-
-/* Does any thread hold @rw through its slot? (A snapshot: destroy, the interposer.) */
-static bool rw_bias_held(const struct kl_rwlock *rw)
-{
-	unsigned col = rw_col(rw);
-
-	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next)
-		if (atomic_load_explicit(&t->rw_bias[col], memory_order_seq_cst) == (uintptr_t)rw)
-			return true;
-	return false;
-}
-
-/* A read unlock by a thread with no hold of its own found no counted hold either: if
- * another thread holds @rw through its slot, release that hold for it (readers are not
- * tracked: any holder's unlock may release any read hold, as before the bias). */
-static bool rw_bias_release_other(struct kl_rwlock *rw)
-{
-	unsigned col = rw_col(rw);
-
-	for (struct kli_thread *t = kli_thread_first(); t != NULL; t = t->all_next) {
-		uintptr_t h = (uintptr_t)rw;
-
-		/* B5 for that holder: release, pairs with B4. */
-		if (atomic_compare_exchange_strong_explicit(&t->rw_bias[col], &h, 0,
-							    memory_order_release,
-							    memory_order_relaxed)) {
-			/* B7 (the CAS is a full barrier): a revoking writer may sleep on it */
-			if (atomic_load_explicit(&rw->word, memory_order_relaxed) & RW_BIAS_WAIT)
-				kl_rwlock_bias_released_(rw);
-			return true;
-		}
-	}
-	return false;
-}
-
 /* ---- read side ----------------------------------------------------------------------- */
 
 /* One attempt to enter shared: 0, EAGAIN (a writer holds it or sleeps for it), EDEADLK
@@ -698,7 +398,7 @@ static KL_NOINLINE void rw_read_released_slow(struct kl_rwlock *rw, uintptr_t ol
 {
 	if ((old & (RW_WRLOCK | RW_DESTROYED)) || old < RW_RD_ONE) {
 		atomic_fetch_add_explicit(&rw->word, RW_RD_ONE, memory_order_relaxed); /* undo */
-		if (!(old & (RW_WRLOCK | RW_DESTROYED)) && rw_bias_release_other(rw))
+		if (!(old & (RW_WRLOCK | RW_DESTROYED)) && kli_rw_bias_release_other(rw))
 			return; /* another thread's biased hold (see there) */
 		rw_report(rw, (old & RW_DESTROYED) ? "use after destroy"
 						   : "read unlock of a lock not read-held", site);
@@ -893,7 +593,7 @@ static int rw_read_slow(struct kl_rwlock *rw, const struct timespec *abstime, un
 
 /* The read fast path while nothing blocks readers: a biased entry (B1/B2) if the word
  * has BIAS, else CAS count+1 (R1). True if entered; *@raced set if it entered counted
- * after losing the word to another reader (rw_bias_arm's sign). */
+ * after losing the word to another reader (kli_rw_bias_arm's sign). */
 static KL_ALWAYS_INLINE bool rw_read_fast(struct kl_rwlock *rw, bool *raced)
 {
 	uintptr_t v = atomic_load_explicit(&rw->word, memory_order_relaxed);
@@ -924,7 +624,7 @@ static int rw_read_lock(struct kl_rwlock *rw, const struct timespec *abstime, bo
 	if (!rw_read_fast(rw, &raced))
 		err = rw_read_slow(rw, abstime, flags, bold, site);
 	else if (raced)
-		rw_bias_arm(rw);
+		kli_rw_bias_arm(rw);
 	kli_hook_acquired(rw, RW_KIND, flags | (err != 0 ? KLI_HF_FAILED : 0), site);
 	return err;
 }
@@ -1167,6 +867,21 @@ static int rw_write_sleep(struct kl_rwlock *rw, kli_owner_t self, struct kli_wai
 	return err;
 }
 
+static void rw_write_leave(struct kl_rwlock *rw, uintptr_t v, uintptr_t holds);
+
+/* The caller took the write hold (W1/B3) from a biased word: revokes the bias
+ * (kli_rw_bias_revoke); on failure (@wait false: EAGAIN; the deadline: ETIMEDOUT) releases
+ * the write hold, with BIAS kept. */
+static KL_NOINLINE int rw_revoke(struct kl_rwlock *rw, const struct timespec *abstime,
+				 bool wait)
+{
+	int err = kli_rw_bias_revoke(rw, abstime, wait);
+
+	if (err != 0)
+		rw_write_leave(rw, atomic_load_explicit(&rw->word, memory_order_relaxed), 0);
+	return err;
+}
+
 static int rw_write_slow(struct kl_rwlock *rw, kli_owner_t self,
 			 const struct timespec *abstime, unsigned flags, const void *site)
 {
@@ -1356,7 +1071,7 @@ static bool rw_destroy_biased(struct kl_rwlock *rw, uintptr_t v)
 						     KLI_OWNER_POISON | RW_WRLOCK | v,
 						     memory_order_seq_cst, memory_order_relaxed))
 		return false;
-	if (rw_bias_held(rw)) {
+	if (kli_rw_bias_held(rw)) {
 		rw_write_leave(rw, atomic_load_explicit(&rw->word, memory_order_relaxed), 0);
 		return false;
 	}
@@ -1405,7 +1120,7 @@ static KL_ALWAYS_INLINE void rw_read_lock_entry(struct kl_rwlock *rw, bool raced
 	kli_hook_acquire(rw, RW_KIND, KLI_HF_READ, site);
 	if (kl_likely(rw_read_fast(rw, &raced))) {
 		if (raced)
-			rw_bias_arm(rw);
+			kli_rw_bias_arm(rw);
 		kli_hook_acquired(rw, RW_KIND, KLI_HF_READ, site);
 		return;
 	}
@@ -1437,7 +1152,7 @@ bool kl_rwlock_read_trylock(struct kl_rwlock *rw)
 	if (rw_read_fast(rw, &raced)) { /* the interposer's read lock comes here first */
 		err = 0;
 		if (raced)
-			rw_bias_arm(rw);
+			kli_rw_bias_arm(rw);
 	} else {
 		err = rw_read_try(rw, kli_owner(), memory_order_relaxed, false);
 	}
@@ -1468,7 +1183,7 @@ enum kli_rw_held kli_rwlock_held(const struct kl_rwlock *rw)
 
 	if (v & RW_WRLOCK)
 		return KLI_RW_WRITER;
-	return v >= RW_RD_ONE || ((v & RW_BIAS) && rw_bias_held(rw)) ? KLI_RW_READERS
+	return v >= RW_RD_ONE || ((v & RW_BIAS) && kli_rw_bias_held(rw)) ? KLI_RW_READERS
 								      : KLI_RW_FREE;
 }
 

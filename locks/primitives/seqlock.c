@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * locks/primitives/seqlock.c - kl_seqlock: Linux seqlock_t (seqcount + writer lock), FreeBSD's
- * timehands generation counters.
+ * locks/primitives/seqlock.c - kl_seqlock.
+ *
+ * WHAT. Linux seqlock_t (seqcount + writer lock), FreeBSD's timehands generation counters.
  *
  * STATE. seq: bit 0 set while a writer is writing; the value counts writes (x2).
  * wlock: the writers' mutex, Drepper's three-state futex mutex (0 free, 1 held, 2 held
@@ -28,10 +29,11 @@
  *       does the rest). A CAS that finds 0 or the next writer's 1 with seq moved on only
  *       costs a futex call that returns at once.
  *
- * PROS/CONS. Readers write no memory at all (except a reader that waited 1 ms for a
- * write: it marks wlock and sleeps, so a long write costs readers no CPU), so they scale
- * perfectly and cannot slow the writer; the price is retries (wasted work under write traffic), the copy-only rule for
- * read sections, and readers that can starve under a steady write stream.
+ * COSTS. Readers write no memory at all (except a reader that waited 1 ms for a write: it
+ * marks wlock and sleeps, so a long write costs readers no CPU), so they scale perfectly
+ * and cannot slow the writer; the price is retries (wasted work under write traffic), the
+ * copy-only rule for read sections, and readers that can starve under a steady write
+ * stream.
  *
  * LIMITS. Readers are not announced to instruments (they hold nothing and block nobody;
  * TSan sees the acquire/release pairs on seq itself). 32-bit sequence: a reader preempted

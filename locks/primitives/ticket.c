@@ -2,40 +2,19 @@
 /*
  * locks/primitives/ticket.c - kl_ticket, the FIFO ticket spinlock.
  *
- * What it is. The classic ticket lock (Linux x86 spinlocks 2008-2014, before qspinlock;
+ * WHAT. The classic ticket lock (Linux x86 spinlocks 2008-2014, before qspinlock;
  * ck_spinlock_ticket): two 32-bit counters. A locker takes `next` with one fetch-add and
  * waits until `owner` equals its ticket; unlock advances `owner`. Waiters all poll the
  * same word, so a release costs one cache-line transfer per waiter: fine for a few CPUs
  * and short sections, which is its job (a leaf lock, the hashed-lock stripe kind); MCS or
  * kl_mutex scale further.
  *
- * State:
- *   next      ticket the next locker gets (wraps mod 2^32)
- *   owner     ticket being served; owner == next: unlocked; next - owner: holder + waiters
- *   sleepers  bits 0-13: ticket holders parked (or about to park) on the lock's key
- *             further back in the queue, each tagged with its ticket (the park cookie);
- *             bits 14-15: the same for the next in line, asleep after its awake budget
- *             (at most 2 at once: the ticket just served, woken but not yet running, and
- *             the new next - a third can only become next once the first has unlocked);
- *             bits 16-30: passive waiters (no ticket yet) parked on &sleepers - one word,
- *             so the uncontended unlock asks "anyone asleep?" with one load;
- *             bit 31 TICKET_FENCED: the fenced mode (below): a sleeper needs no heavy
- *             fence, and every unlock takes the library's fence and second look (W1)
- *   holder    debug builds only: the holder's record (locks/primitives/lockdebug.h)
- * Invariants: owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
- * owner. A waiter further back parks only while its ticket is at least two places from
- * being served (my - owner >= 2, checked under the bucket lock); the next in line parks
- * only after TICKET_NEXT_AWAKE_NS awake, and only while not served (my - owner >= 1). Each
- * unlock that finds sleepers wakes exactly the ticket it has just served (if a next in
- * line sleeps: bits 14-15) and the one that has just become next (if one sleeps further
- * back: bits 0-13). No waiter sleeps past its turn, none spins or yields without bound.
- *
  * Oversubscription. FIFO is a trap when threads outnumber CPUs: if the next ticket's
  * thread is preempted, everyone waits for it to be scheduled, and spinning waiters burn
  * the CPU it needs. So the next in line spins on a time budget and then yields (kli_yield)
  * to the preempted thread - for TICKET_NEXT_AWAKE_NS in all, then it sleeps until served
- * (a lock held for seconds costs its waiters no CPU; until 2026-12 the next in line
- * yielded for ever: 2.4 s of CPU in a 3 s wait under the interposer); the others spin
+ * (a lock held for seconds costs its waiters no CPU; what the yielding cost before it
+ * slept: docs/results.md, "Figures behind the theory blocks"); the others spin
  * (TICKET_SPIN_NS while the queue fits on the CPUs, the budget starting again each time
  * the queue moves, so a waiter sleeps only when the queue has stalled that long;
  * TICKET_QUEUE_SPIN_NS beyond) and then
@@ -53,7 +32,29 @@
  * thread is culled on its next lock): nobody waits more than about a rotation period plus
  * a queue. FIFO holds among ticket holders, not among passive waiters.
  *
- * Memory ordering:
+ * STATE.
+ *   next      ticket the next locker gets (wraps mod 2^32)
+ *   owner     ticket being served; owner == next: unlocked; next - owner: holder + waiters
+ *   sleepers  bits 0-13: ticket holders parked (or about to park) on the lock's key
+ *             further back in the queue, each tagged with its ticket (the park cookie);
+ *             bits 14-15: the same for the next in line, asleep after its awake budget
+ *             (at most 2 at once: the ticket just served, woken but not yet running, and
+ *             the new next - a third can only become next once the first has unlocked);
+ *             bits 16-30: passive waiters (no ticket yet) parked on &sleepers - one word,
+ *             so the uncontended unlock asks "anyone asleep?" with one load;
+ *             bit 31 TICKET_FENCED: the fenced mode (below): a sleeper needs no heavy
+ *             fence, and every unlock takes the library's fence and second look (W1)
+ *   holder    debug builds only: the holder's record (locks/primitives/lockdebug.h)
+ *
+ * INVARIANTS. owner <= next (mod 2^32, fewer than 2^32 threads); only the holder writes
+ * owner. A waiter further back parks only while its ticket is at least two places from
+ * being served (my - owner >= 2, checked under the bucket lock); the next in line parks
+ * only after TICKET_NEXT_AWAKE_NS awake, and only while not served (my - owner >= 1). Each
+ * unlock that finds sleepers wakes exactly the ticket it has just served (if a next in
+ * line sleeps: bits 14-15) and the one that has just become next (if one sleeps further
+ * back: bits 0-13). No waiter sleeps past its turn, none spins or yields without bound.
+ *
+ * ORDERING.
  *   T1  fetch-add on next (relaxed): only picks the ticket; RMW atomicity makes it unique.
  *   T2  acquire load of owner that sees our ticket   pairs with T3
  *   T3  release store of owner + 1 in unlock         pairs with T2 of the next ticket
@@ -100,6 +101,18 @@
  *   Trylock: T2 (acquire load of owner), then a CAS next: owner -> owner + 1, which
  *   succeeds only if no ticket was taken since, so the owner value read is current.
  *
+ * COSTS. Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW,
+ * one store, two loads); at most one heavy fence per contention episode (F1/F2), so no
+ * cost on the contended path grows with the CPUs. Cons: for TICKET_FENCED_QUIET unlocks
+ * after a sleep, every unlock calls into the library for a full fence and a second load;
+ * every awake waiter polls one line (O(waiters) traffic per release); a preempted holder
+ * or next-in-line still stalls the queue (FIFO cannot barge past it); waking a sleeper
+ * costs a system call in the unlock that makes it next (and a hold longer than
+ * TICKET_NEXT_AWAKE_NS one more, in the unlock that serves it); the crowding check adds
+ * two loads of the lock's own line and a compare to the uncontended lock; oversubscribed,
+ * fairness is long-term (rotation period), not per acquisition (among ticket holders it is
+ * strict FIFO: nobody is passed).
+ *
  * Inline fast paths. klock/ticket.h tries the lock inline first (C builds without
  * instruments): T2, then the trylock's CAS of next from owner to owner + 1. It takes the
  * lock only when no ticket is out, where the crowding check below would pass anyway, so it
@@ -110,17 +123,8 @@
  * ticket_wake()). klbench latency, a pair: 7.9 ns through the library, 5.3 ns with the
  * lock inline, 4.0-4.5 ns with both inline; ck's ticket 7.4-8.0 ns.
  *
- * Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW, one store,
- * two loads); at most one heavy fence per contention episode (F1/F2), so no cost on the
- * contended path grows with the CPUs. Cons: for TICKET_FENCED_QUIET unlocks after a
- * sleep, every unlock calls into the library for a full fence and a second load; every awake waiter polls one line (O(waiters) traffic per release);
- * a preempted holder or next-in-line still stalls the queue (FIFO cannot barge past it);
- * waking a sleeper costs a system call in the unlock that makes it next (and a hold
- * longer than TICKET_NEXT_AWAKE_NS one more, in the unlock that serves it); the crowding
- * check adds two loads of the lock's own line and a compare to the uncontended lock;
- * oversubscribed, fairness is long-term (rotation period), not per acquisition (among
- * ticket holders it is strict FIFO: nobody is passed). Limits:
- * fewer than 2^14 ticket holders asleep further back and 2^15 passive waiters per lock.
+ * LIMITS. Fewer than 2^14 ticket holders asleep further back and 2^15 passive waiters per
+ * lock.
  */
 #include "ticket_impl.h"
 #include "fence_impl.h"

@@ -103,10 +103,10 @@ struct kli_thread {
 	 * is parked (kli_thread_ovf_*() in thread.c). */
 	uintptr_t *rm_ovf;
 	uint32_t rm_ovf_n, rm_ovf_cap;
-	/* kl_rwlock's biased read holds (locks/primitives/rwlock.c): slot i holds the address of a
+	/* kl_rwlock's biased read holds (locks/primitives/rwlock_bias.c): slot i holds the address of a
 	 * kl_rwlock in column i that this thread read-holds through its bias, or 0. Its own
 	 * KL_ARCH_PAD-aligned block: only this thread writes it, writers revoking a bias
-	 * read it (and a release of another thread's hold clears it, see rwlock.c). */
+	 * read it (and a release of another thread's hold clears it, see rwlock_bias.c). */
 	_Atomic uintptr_t rw_bias[KL_RWLOCK_BIAS_SLOTS_] KL_PADDED;
 	/* rmlock read holds (klock/rmlock.h). Its own KL_ARCH_PAD-aligned block, last in the
 	 * record: only this thread writes it (and a writer admitting it while it is parked),
