@@ -102,8 +102,10 @@
  *   succeeds only if no ticket was taken since, so the owner value read is current.
  *
  * COSTS. Pros: 12 bytes, FIFO, trylock, static initializer, cheap uncontended (one RMW,
- * one store, two loads); at most one heavy fence per contention episode (F1/F2), so no
- * cost on the contended path grows with the CPUs. Cons: for TICKET_FENCED_QUIET unlocks
+ * one store, two loads); one heavy fence per contention episode (F1/F2), not one per
+ * sleep, so no cost per acquisition grows with the CPUs - more only for sleepers that
+ * count themselves in while the first one's membarrier is still running (each then
+ * issues its own, at most one per thread: a thread sets the mode after its S1). Cons: for TICKET_FENCED_QUIET unlocks
  * after a sleep, every unlock calls into the library for a full fence and a second load;
  * every awake waiter polls one line (O(waiters) traffic per release); a preempted holder
  * or next-in-line still stalls the queue (FIFO cannot barge past it); waking a sleeper
