@@ -112,6 +112,9 @@
  *        out-of-line read that follows runs C before it can wait behind lk->rw.
  *   E    release store ending a biased read section; pairs with the acquire loads of the
  *        drain, so the write section happens after every read section it waited for.
+ *   H1/H2 the draining writer's futex value: it loads wseq (H1, acquire) before F and its
+ *        last look at the slot; a reader that saw WSLEEP bumps wseq (H2, release) after
+ *        its E, so a bump between H1 and the wait makes kl_wait() return at once.
  *   Unbiased reads and all writes are ordered by lk->rw's own labels (R1/R2, W1/W2, ...).
  *
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
@@ -307,6 +310,7 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 static void rm_wake_writer(struct kl_rmlock *lk, uintptr_t who)
 {
 	if (atomic_load_explicit(&lk->wait_for, memory_order_relaxed) == who) {
+		/* H2: release, pairs with H1 in rm_wait_slot() */
 		atomic_fetch_add_explicit(&lk->wseq, 1, memory_order_release);
 		kl_wake(&lk->wseq, 1);
 	}
@@ -529,6 +533,7 @@ int kl_rmlock_init(struct kl_rmlock *lk, unsigned flags)
 
 int kl_rmlock_destroy(struct kl_rmlock *lk)
 {
+	/* acquire, pairs with M1/M3: destroy judges the mode the last user left */
 	uint32_t s = atomic_load_explicit(&lk->state, memory_order_acquire);
 	const char *why = NULL;
 
@@ -736,6 +741,7 @@ static void rm_wait_slot(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t 
 			kli_spin_start(&sp, RM_SPIN_NS);
 			continue;
 		}
+		/* H1: acquire, pairs with H2 in rm_wake_writer() and its inline copy */
 		seq = atomic_load_explicit(&lk->wseq, memory_order_acquire);
 		atomic_store_explicit(&lk->wait_for, (uintptr_t)r, memory_order_relaxed);
 		atomic_fetch_or_explicit(&lk->state, KL_RM_S_WSLEEP, memory_order_relaxed);
@@ -813,6 +819,7 @@ static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, bool try, const void *si
 				 memory_order_seq_cst);
 	kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
 	if (try && rm_any_reader(lk)) {
+		/* M1 again: back to biased with no write made; release, as the re-arm's CAS */
 		atomic_store_explicit(&lk->state, 0, memory_order_release);
 		kli_hook_revoke_end(lk, KLI_KIND_RMLOCK, t0 != 0 ? kli_now_ns() - t0 : 0, EBUSY);
 		return false;
