@@ -27,9 +27,10 @@
 
 #include <cmocka.h>
 
-/* klock's build configuration, for the KLT_SKIP_IF_* macros; the preload suite's plain
- * pthread programs build without klock's include path and get 0s. */
-#if __has_include(<klock/config.h>)
+/* klock's build configuration, for the KLT_SKIP_IF_* macros. The preload suite's plain
+ * pthread programs link no klock and say so (-DKLTEST_NO_KLOCK): they get 0s, never the
+ * headers of a libklock-dev installed on the machine, which describe another build. */
+#ifndef KLTEST_NO_KLOCK
 #include <klock/config.h>
 #endif
 #ifndef KLOCK_TSAN
@@ -117,7 +118,7 @@ static inline unsigned klt_watchdog_s(unsigned base_s)
 	return f > 1.0 ? (unsigned)((double)base_s * f) : base_s;
 }
 
-#if __has_include(<klock/fence.h>) && defined(KLOCK_ARCH)
+#ifndef KLTEST_NO_KLOCK
 #include <klock/fence.h>
 /* The heavy fence the locks use (membarrier, or a seq_cst fence without it). */
 #define klt_heavy_fence() kl_fence_heavy()
