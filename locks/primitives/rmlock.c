@@ -66,10 +66,10 @@
  *   exited is nobody's): kl_rmlock_wowned() and the debug checks ask it.
  * Per thread (rm = kli_thread.rm): depth, slot[1..depth] a stack of held rmlocks (0 =
  * released out of order, compacted later): lk (a biased hold), lk | RM_TAG_RW (a hold of
- * lk->rw of its own), lk | RM_TAG_RWR (KL_RM_RECURSE locks: the thread's RWR slots of one
- * lock share one hold of lk->rw, so a nested read never queues behind a waiting writer);
- * slot[0] == 0 always; unbiased_left counts the unbiased reads left before the next look
- * at the re-arm clock. Holds past the slots are holds of lk->rw noted in kli_thread.rm_ovf.
+ * lk->rw of its own; with RM_TAG_RWC, counted in lk->rw's word), lk | RM_TAG_RWR
+ * (KL_RM_RECURSE locks: the thread's RWR slots of one lock share one hold of lk->rw,
+ * so a nested read never queues behind a waiting writer); slot[0] == 0 always;
+ * unbiased_left counts the unbiased reads left before the next look at the re-arm clock. Holds past the slots are holds of lk->rw noted in kli_thread.rm_ovf.
  *
  * INVARIANTS.
  *   I1 A thread read-holds lk exactly as many times as its slots name lk (in any form),
@@ -109,7 +109,10 @@
  *   C/F  asymmetric pair: reader clears (or retags) its slot (E), C = light fence, loads
  *        state for WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the
  *        slot before sleeping. The inline path's plain undo of a publish has no C: the
- *        out-of-line read that follows runs C before it can wait behind lk->rw.
+ *        out-of-line read that follows runs C before it can wait behind lk->rw. Nor has
+ *        the inline unbiased read's plain retag after its counted entry into lk->rw (R1)
+ *        succeeded: a writer scanning slots holds lk->rw exclusive from before its scan
+ *        until its drain ends, so R1 succeeds only where no writer waits on the slot.
  *   E    release store ending a biased read section; pairs with the acquire loads of the
  *        drain, so the write section happens after every read section it waited for.
  *   H1/H2 the draining writer's futex value: it loads wseq (H1, acquire) before F and its
@@ -119,7 +122,8 @@
  *
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
  * line and the lock's read-mostly state line. Unbiased: the inline slot push and tag plus
- * kl_rwlock's inline read (one CAS, or its biased slot); every RM_REARM_READS-th, and
+ * kl_rwlock's counted entry (one CAS; the unlock one fetch-sub, without the kl_rwlock's
+ * look at its own biased slot), or else its inline read; every RM_REARM_READS-th, and
  * every one of a KL_RM_RECURSE lock, goes out of line. Write on an unbiased lock:
  * kl_rwlock's write pair plus a load of state and the write count. Revoking write: one
  * membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14 words per
@@ -154,11 +158,14 @@
 #define RM_FLAGS_VALID (KL_RM_RECURSE | KL_RM_SLEEPABLE)
 /* Slot tags (locks are at least 8-byte aligned, so the low bits are free). A slot equal
  * to the lock's address is a biased hold; with RM_TAG_RW it is a hold of the lock's
- * kl_rwlock of its own; with RM_TAG_RWR (KL_RM_RECURSE locks) the thread's RWR entries
+ * kl_rwlock of its own (with RM_TAG_RWC too when the inline read knows it is counted in
+ * the kl_rwlock's word: its inline unlock is R2 alone; every other path releases it as
+ * any kl_rwlock read hold); with RM_TAG_RWR (KL_RM_RECURSE locks) the thread's RWR entries
  * of one lock share a single kl_rwlock hold, taken by the first, released by the last. */
 #define RM_TAG_RW ((uintptr_t)KL_RM_TAG_RW)
 #define RM_TAG_RWR ((uintptr_t)0x2u)
-#define RM_TAGS (RM_TAG_RW | RM_TAG_RWR)
+#define RM_TAG_RWC ((uintptr_t)KL_RM_TAG_RWC)
+#define RM_TAGS (RM_TAG_RW | RM_TAG_RWR | RM_TAG_RWC)
 _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the alignment");
 
 /* Spin budget before a revoking writer yields (spinning mode) or sleeps

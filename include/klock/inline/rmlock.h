@@ -20,6 +20,9 @@
 /* A thread's slot naming a lock with this bit set is a hold of the lock's embedded
  * kl_rwlock (taken while the lock was unbiased), not a biased hold (private). */
 #define KL_RM_TAG_RW 0x1u
+/* With KL_RM_TAG_RW: that hold is known to be counted in the kl_rwlock's word (the inline
+ * read took it so), so its release is the counted one alone (private). */
+#define KL_RM_TAG_RWC 0x4u
 
 /*
  * ---- inline read fast path ---------------------------------------------------------
@@ -43,28 +46,45 @@ static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_
 }
 
 /*
- * kl_rmlock_read_unbiased_()'s common case, inline: retag the slot @d that the inline
- * read lock pushed (E; C, the light half of C/F, is a compiler barrier here as in the
- * unlock: a thread reaches this with a real record only when membarrier is in use), see
- * no revoking writer asleep, and take the embedded kl_rwlock shared (its inline read).
- * Anything else - the re-arm clock due, KL_RM_RECURSE, a writer to wake - goes out of
- * line, which retags again (idempotent) and takes it from there.
+ * kl_rmlock_read_unbiased_()'s common case, inline. First the embedded kl_rwlock's
+ * counted entry (R1, kl_rwlock_read_count_()): once it succeeds no writer holds the
+ * kl_rwlock, so none is revoking and none can sleep on the slot @d that the inline read
+ * lock pushed; retag it as a counted hold (KL_RM_TAG_RW | KL_RM_TAG_RWC: its unlock is
+ * R2 alone) and be done. Otherwise (a lost race, a blocking bit, the kl_rwlock's own
+ * bias) retag it as a kl_rwlock hold (E; C, the light half of C/F, is a compiler barrier
+ * here as in the unlock: a thread reaches this with a real record only when membarrier
+ * is in use), see no revoking writer asleep, and take the kl_rwlock shared as its inline
+ * read would from there. Anything else - the re-arm clock due, KL_RM_RECURSE, a writer to
+ * wake - goes out of line, which retags again (idempotent) and takes it from there.
  */
 static inline void kl_rmlock_read_unbiased_inline(struct kl_rmlock *lk,
 						  struct kl_rm_tracker *tr,
 						  struct kl_rm_reader *r, uint32_t d)
 {
 	if (__builtin_expect(r->unbiased_left != 0 && !(lk->flags & KL_RM_RECURSE), 1)) {
+		uintptr_t v = atomic_load_explicit(&lk->rw.word, memory_order_relaxed);
+
+		r->unbiased_left--;
+		if (__builtin_expect(!(v & KL_RWLOCK_BIAS_) && kl_rwlock_read_count_(&lk->rw, v),
+				     1)) {
+			atomic_store_explicit(&r->slot[d],
+					      (uintptr_t)lk | KL_RM_TAG_RW | KL_RM_TAG_RWC,
+					      memory_order_relaxed);
+			return;
+		}
 		atomic_store_explicit(&r->slot[d], (uintptr_t)lk | KL_RM_TAG_RW,
 				      memory_order_release); /* E */
 		atomic_signal_fence(memory_order_seq_cst); /* C: light half, pairs with F */
 		if (__builtin_expect(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 				       KL_RM_S_WSLEEP),
 				     1)) {
-			r->unbiased_left--;
-			kl_rwlock_read_lock(&lk->rw);
+			if (v & KL_RWLOCK_BIAS_)
+				kl_rwlock_read_lock(&lk->rw);
+			else
+				kl_rwlock_read_contended_(&lk->rw);
 			return;
 		}
+		r->unbiased_left++;
 	}
 	kl_rmlock_read_unbiased_(lk, tr);
 }
@@ -107,7 +127,8 @@ static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm
  * store is the release that ends the read section (E: pairs with the writer's acquire
  * scan), then C, the light half of C/F: F is the writer's heavy fence after setting
  * KL_RM_S_WSLEEP, so either the writer sees the slot cleared or this load sees it
- * asleep. A kl_rwlock hold (tagged): clear the slot, release the kl_rwlock.
+ * asleep. A kl_rwlock hold (tagged): clear the slot, release the kl_rwlock (a counted
+ * one, KL_RM_TAG_RWC, by R2 alone).
  */
 static inline void kl_rmlock_read_unlock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
@@ -122,6 +143,12 @@ static inline void kl_rmlock_read_unlock_inline(struct kl_rmlock *lk, struct kl_
 		if (__builtin_expect(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 				     KL_RM_S_WSLEEP, 0))
 			kl_rmlock_wake_writer_inline(lk, r);
+		return;
+	}
+	if (v == ((uintptr_t)lk | KL_RM_TAG_RW | KL_RM_TAG_RWC)) {
+		atomic_store_explicit(&r->slot[d], 0, memory_order_relaxed);
+		r->depth = d - 1;
+		kl_rwlock_read_uncount_(&lk->rw);
 		return;
 	}
 	if (v == ((uintptr_t)lk | KL_RM_TAG_RW)) {

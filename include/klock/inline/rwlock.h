@@ -166,6 +166,37 @@ static inline bool kl_rwlock_bias_enter_(struct kl_rwlock *rw)
 	kl_rwlock_bias_leave_(rw, s); /* a revoking writer may sleep on our publish */
 	return false;
 }
+
+/* A counted read entry (R1 of locks/primitives/rwlock.c) from @v, the word just loaded
+ * (without BIAS): one more read hold CASed into a word with no blocking bit. True if
+ * taken; a failed CAS changed nothing. Shared by the inline read lock below and
+ * kl_rmlock's unbiased read (klock/inline/rmlock.h), which then knows its hold is
+ * counted. */
+static inline bool kl_rwlock_read_count_(struct kl_rwlock *rw, uintptr_t v)
+{
+	/* R1: acquire, pairs with the last writer's W2/G3 (locks/primitives/rwlock.c) */
+	return !(v & KL_RWLOCK_RD_BLOCK_) &&
+	       atomic_compare_exchange_strong_explicit(&rw->word, &v, v + KL_RWLOCK_RD_ONE_,
+						       memory_order_acquire, memory_order_relaxed);
+}
+
+/* Releases a counted read hold: R2, the seq_cst fetch-sub (store-buffering with S2, then
+ * wwait is read), and the library's rest, kl_rwlock_read_released_(), only if this was
+ * the last read hold and a writer counted itself asleep, or the word held no read hold
+ * or a writer (misuse). Shared like kl_rwlock_read_count_(). */
+static inline void kl_rwlock_read_uncount_(struct kl_rwlock *rw)
+{
+	/* R2 */
+	uintptr_t old = atomic_fetch_sub_explicit(&rw->word, KL_RWLOCK_RD_ONE_,
+						  memory_order_seq_cst);
+
+	if (__builtin_expect((old & (KL_RWLOCK_WRLOCK_ | KL_RWLOCK_DESTROYED_)) != 0 ||
+				     old < KL_RWLOCK_RD_ONE_ ||
+				     ((old & ~(uintptr_t)KL_RWLOCK_FLAGS_) == KL_RWLOCK_RD_ONE_ &&
+				      atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0),
+			     0))
+		kl_rwlock_read_released_(rw, old);
+}
 #endif
 
 /*
@@ -224,12 +255,8 @@ static inline void kl_rwlock_read_lock_inline(struct kl_rwlock *rw)
 	if (v & KL_RWLOCK_BIAS_) {
 		if (__builtin_expect(kl_rwlock_bias_enter_(rw), 1))
 			return;
-	} else if (__builtin_expect(!(v & KL_RWLOCK_RD_BLOCK_) &&
-					    atomic_compare_exchange_strong_explicit(
-						    &rw->word, &v, v + KL_RWLOCK_RD_ONE_,
-						    memory_order_acquire, memory_order_relaxed),
-				    1)) {
-		return; /* R1: acquire, pairs with the last writer's W2/G3 (locks/primitives/rwlock.c) */
+	} else if (__builtin_expect(kl_rwlock_read_count_(rw, v), 1)) {
+		return;
 	}
 	kl_rwlock_read_contended_(rw);
 }
@@ -237,20 +264,12 @@ static inline void kl_rwlock_read_lock_inline(struct kl_rwlock *rw)
 static inline void kl_rwlock_read_unlock_inline(struct kl_rwlock *rw)
 {
 	_Atomic uintptr_t *s = kl_rwlock_bias_ + kl_rwlock_bias_col_(rw);
-	uintptr_t old;
 
 	if (atomic_load_explicit(s, memory_order_relaxed) == (uintptr_t)rw) {
 		kl_rwlock_bias_leave_(rw, s);
 		return;
 	}
-	/* R2: release (seq_cst: store-buffering with S2, then we read wwait). */
-	old = atomic_fetch_sub_explicit(&rw->word, KL_RWLOCK_RD_ONE_, memory_order_seq_cst);
-	if (__builtin_expect((old & (KL_RWLOCK_WRLOCK_ | KL_RWLOCK_DESTROYED_)) != 0 ||
-				     old < KL_RWLOCK_RD_ONE_ ||
-				     ((old & ~(uintptr_t)KL_RWLOCK_FLAGS_) == KL_RWLOCK_RD_ONE_ &&
-				      atomic_load_explicit(&rw->wwait, memory_order_seq_cst) != 0),
-			     0))
-		kl_rwlock_read_released_(rw, old);
+	kl_rwlock_read_uncount_(rw);
 }
 
 #define kl_rwlock_write_lock(rw) kl_rwlock_write_lock_inline(rw)
