@@ -804,6 +804,44 @@ static void test_rmlock_thread_exit_drops_its_read_holds(void **state)
 	unsetenv("KLOCK_ON_ERROR");
 }
 
+/* Holds taken while the locks are unbiased (holds of the embedded kl_rwlock, which the
+ * inline read tags as counted) on two locks: the first released out of order, the other
+ * left to the thread's exit. */
+static void *exit_holding_unbiased(void *arg)
+{
+	struct kl_rmlock *lk = arg;
+	struct kl_rm_tracker tr[2];
+
+	kl_rmlock_read_lock(&lk[0], &tr[0]);
+	kl_rmlock_read_lock(&lk[1], &tr[1]);
+	kl_rmlock_read_unlock(&lk[0], &tr[0]); /* not the top of the stack */
+	return NULL; /* exits holding lk[1] */
+}
+
+static void test_rmlock_unbiased_holds_released_out_of_order_and_at_exit(void **state)
+{
+	struct kl_rmlock lk[2];
+	unsigned long before = kli_report_count();
+
+	(void)state;
+	KLT_SKIP_IF_WITNESS();
+	setenv("KLOCK_ON_ERROR", "warn", 1);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(kl_rmlock_init(&lk[i], 0), 0);
+		kl_rmlock_write_lock(&lk[i]); /* revokes: unbiased for the inhibit window */
+		kl_rmlock_write_unlock(&lk[i]);
+		assert_true(atomic_load(&lk[i].state) & KL_RM_S_UNBIASED);
+	}
+	klt_run_threads(1, exit_holding_unbiased, lk, 0);
+	for (int i = 0; i < 2; i++) {
+		assert_true(kl_rmlock_write_trylock(&lk[i])); /* fails if a hold stayed */
+		kl_rmlock_write_unlock(&lk[i]);
+		assert_int_equal(kl_rmlock_destroy(&lk[i]), 0);
+	}
+	assert_int_equal(kli_report_count() - before, KLOCK_DEBUG_LOCKS ? 1 : 0);
+	unsetenv("KLOCK_ON_ERROR");
+}
+
 /* ---- fork -------------------------------------------------------------------------------- */
 
 static void *hold_forever(void *arg)
@@ -937,6 +975,7 @@ int main(void)
 		T(test_rmlock_many_locks_held_at_once_out_of_order),
 		T(test_rmlock_sleeping_readers_are_handed_the_lock_before_the_next_writer),
 		T(test_rmlock_thread_exit_drops_its_read_holds),
+		T(test_rmlock_unbiased_holds_released_out_of_order_and_at_exit),
 		T(test_rmlock_fork_child_can_write_lock),
 #if KLOCK_DEBUG_LOCKS
 		T(test_rmlock_debug_build_reports_misuse),
