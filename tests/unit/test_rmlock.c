@@ -806,37 +806,54 @@ static void test_rmlock_thread_exit_drops_its_read_holds(void **state)
 
 /* Holds taken while the locks are unbiased (holds of the embedded kl_rwlock, which the
  * inline read tags as counted) on two locks: the first released out of order, the other
- * left to the thread's exit. */
+ * left to the thread's exit. A read of a third unbiased lock first gives the thread its
+ * record and a full count of unbiased reads before its next look at the re-arm clock, so
+ * that both holds are taken inline. */
+struct unbiased_holds {
+	struct kl_rmlock lk[3];
+	uintptr_t tag[2]; /* each hold's slot, as the thread saw it */
+};
+
 static void *exit_holding_unbiased(void *arg)
 {
-	struct kl_rmlock *lk = arg;
-	struct kl_rm_tracker tr[2];
+	struct unbiased_holds *h = arg;
+	struct kl_rm_tracker tr[3];
 
-	kl_rmlock_read_lock(&lk[0], &tr[0]);
-	kl_rmlock_read_lock(&lk[1], &tr[1]);
-	kl_rmlock_read_unlock(&lk[0], &tr[0]); /* not the top of the stack */
+	kl_rmlock_read_lock(&h->lk[2], &tr[2]);
+	kl_rmlock_read_unlock(&h->lk[2], &tr[2]);
+	for (int i = 0; i < 2; i++) {
+		kl_rmlock_read_lock(&h->lk[i], &tr[i]);
+		h->tag[i] = atomic_load(&kl_rm_self->slot[kl_rm_self->depth]);
+	}
+	kl_rmlock_read_unlock(&h->lk[0], &tr[0]); /* not the top of the stack */
 	return NULL; /* exits holding lk[1] */
 }
 
 static void test_rmlock_unbiased_holds_released_out_of_order_and_at_exit(void **state)
 {
-	struct kl_rmlock lk[2];
+	static struct unbiased_holds h;
 	unsigned long before = kli_report_count();
 
 	(void)state;
 	KLT_SKIP_IF_WITNESS();
 	setenv("KLOCK_ON_ERROR", "warn", 1);
-	for (int i = 0; i < 2; i++) {
-		assert_int_equal(kl_rmlock_init(&lk[i], 0), 0);
-		kl_rmlock_write_lock(&lk[i]); /* revokes: unbiased for the inhibit window */
-		kl_rmlock_write_unlock(&lk[i]);
-		assert_true(atomic_load(&lk[i].state) & KL_RM_S_UNBIASED);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(kl_rmlock_init(&h.lk[i], 0), 0);
+		kl_rmlock_write_lock(&h.lk[i]); /* revokes: unbiased for the inhibit window */
+		kl_rmlock_write_unlock(&h.lk[i]);
+		assert_true(atomic_load(&h.lk[i].state) & KL_RM_S_UNBIASED);
 	}
-	klt_run_threads(1, exit_holding_unbiased, lk, 0);
-	for (int i = 0; i < 2; i++) {
-		assert_true(kl_rmlock_write_trylock(&lk[i])); /* fails if a hold stayed */
-		kl_rmlock_write_unlock(&lk[i]);
-		assert_int_equal(kl_rmlock_destroy(&lk[i]), 0);
+	klt_run_threads(1, exit_holding_unbiased, &h, 0);
+	/* The inline read's counted holds, where it is compiled in and runs (membarrier: else
+	 * every read is out of line and the thread's kl_rm_self is not its record). */
+	if (KL_RM_INLINE && kl_fence_asymmetric())
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(h.tag[i], (uintptr_t)&h.lk[i] | KL_RM_TAG_RW |
+							   KL_RM_TAG_RWC);
+	for (int i = 0; i < 3; i++) {
+		assert_true(kl_rmlock_write_trylock(&h.lk[i])); /* fails if a hold stayed */
+		kl_rmlock_write_unlock(&h.lk[i]);
+		assert_int_equal(kl_rmlock_destroy(&h.lk[i]), 0);
 	}
 	assert_int_equal(kli_report_count() - before, KLOCK_DEBUG_LOCKS ? 1 : 0);
 	unsetenv("KLOCK_ON_ERROR");
