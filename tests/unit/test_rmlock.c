@@ -806,9 +806,9 @@ static void test_rmlock_thread_exit_drops_its_read_holds(void **state)
 
 /* Holds taken while the locks are unbiased (holds of the embedded kl_rwlock, which the
  * inline read tags as counted) on two locks: the first released out of order, the other
- * left to the thread's exit. A read of a third unbiased lock first gives the thread its
- * record and a full count of unbiased reads before its next look at the re-arm clock, so
- * that both holds are taken inline. */
+ * left to the thread's exit. A read of a third lock first gives the thread its record;
+ * its count of unbiased reads before the next look at the re-arm clock is then set so
+ * that both holds are taken inline (a recycled record keeps any count). */
 struct unbiased_holds {
 	struct kl_rmlock lk[3];
 	uintptr_t tag[2]; /* each hold's slot, as the thread saw it */
@@ -821,6 +821,7 @@ static void *exit_holding_unbiased(void *arg)
 
 	kl_rmlock_read_lock(&h->lk[2], &tr[2]);
 	kl_rmlock_read_unlock(&h->lk[2], &tr[2]);
+	kl_rm_self->unbiased_left = 2; /* the two reads below */
 	for (int i = 0; i < 2; i++) {
 		kl_rmlock_read_lock(&h->lk[i], &tr[i]);
 		h->tag[i] = atomic_load(&kl_rm_self->slot[kl_rm_self->depth]);
