@@ -69,7 +69,8 @@
  * lk->rw of its own; with RM_TAG_RWC, counted in lk->rw's word), lk | RM_TAG_RWR
  * (KL_RM_RECURSE locks: the thread's RWR slots of one lock share one hold of lk->rw,
  * so a nested read never queues behind a waiting writer); slot[0] == 0 always;
- * unbiased_left counts the unbiased reads left before the next look at the re-arm clock. Holds past the slots are holds of lk->rw noted in kli_thread.rm_ovf.
+ * unbiased_left counts the unbiased reads left before the next look at the re-arm clock.
+ * Holds past the slots are holds of lk->rw noted in kli_thread.rm_ovf.
  *
  * INVARIANTS.
  *   I1 A thread read-holds lk exactly as many times as its slots name lk (in any form),
