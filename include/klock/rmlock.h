@@ -91,6 +91,8 @@ struct kl_rmlock {
 	KL_ATOMIC(uint64_t) revoke_ns;   /* cost of the last revocation */
 	/* Written by every writer: */
 	KL_ATOMIC(uint32_t) writes;    /* write acquisitions (wraps), bumped under the hold */
+	KL_ATOMIC(uint16_t) fenced_until; /* 256 ns clock: a fenced write before it is dense */
+	KL_ATOMIC(uint16_t) fenced_cost;  /* the last fenced write's announce and scan, 64 ns */
 	/* The unbiased mode, and every writer's exclusion: every writer takes it exclusive
 	 * (its word names the writer); unbiased readers take it shared (a thread's slot notes
 	 * such a hold with KL_RM_TAG_RW). Last, so that the lock's own address names the
@@ -100,7 +102,7 @@ struct kl_rmlock {
 
 /* Static initializer: `struct kl_rmlock lk = KL_RMLOCK_INITIALIZER(KL_RM_SLEEPABLE);` */
 #define KL_RMLOCK_INITIALIZER(flags)                                                       \
-	{ 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0, KL_RWLOCK_INITIALIZER }
+	{ 0, (flags), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, KL_RWLOCK_INITIALIZER }
 
 /*
  * Per-acquisition read token, owned by the caller (usually on the stack), passed to the

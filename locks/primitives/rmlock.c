@@ -169,6 +169,9 @@
 #define RM_TAGS (RM_TAG_RW | RM_TAG_RWR | RM_TAG_RWC)
 _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the alignment");
 
+/* How long a reader that found a fenced writer inside waits for it before it queues
+ * behind the kl_rwlock: a few short write sections. */
+#define RM_FENCED_SPIN_NS 2000u
 /* Spin budget before a revoking writer yields (spinning mode) or sleeps
  * (KL_RM_SLEEPABLE) waiting for a biased reader: longer than a typical read section,
  * shorter than a sleep/wake round trip (~5-10 us). */
@@ -183,6 +186,18 @@ _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the al
 #define RM_INHIBIT_MAX_NS 100000000ull
 /* KLOCK_RM_INHIBIT accepts multiples up to this. */
 #define RM_INHIBIT_MULT_MAX 100000ul
+/* A fenced write that begins less than this many times the last fenced write's cost (its
+ * announce, scan and wait) after that write ended sends the lock unbiased; an unbiased
+ * lock goes back to fenced after a write-free window of the same multiple. Writes then
+ * spend at most about 1/(N+1) of the time scanning (kl_rwlock's reader bias uses 3). */
+#define RM_FENCED_MULT 1u
+/* fenced_until's clock: kli_now_ns() >> this (256 ns units, 16 bits). */
+#define RM_FENCED_CLOCK_SHIFT 8
+/* fenced_cost's unit: ns >> this (64 ns; 16 bits hold up to 4 ms). */
+#define RM_FENCED_COST_SHIFT 6
+/* Longest fenced window, in fenced_until units (about 8.4 ms): further ahead than this is
+ * a stale value the 16-bit clock wrapped past. */
+#define RM_FENCED_WINDOW_MAX 0x7fffu
 
 /* Every thread's kl_rm_self until its first out-of-line read (and always without
  * membarrier): depth == KL_RM_SLOTS and slot[KL_RM_SLOTS] == 0 fail both inline tests,
@@ -273,16 +288,26 @@ static uint64_t rm_window(const struct kl_rmlock *lk)
 	return win < RM_INHIBIT_MAX_NS ? win : RM_INHIBIT_MAX_NS;
 }
 
-/* The caller holds @lk's kl_rwlock shared, so no writer is inside: every RM_REARM_READS-th
- * unbiased read of this thread looks at the clock. Once the inhibit window has passed, it
- * re-arms the bias if no write came since the last look; if writes did come, it opens a
- * new window instead (so a lock written every few windows or more often stays unbiased
- * and pays no revocation at all). The CAS fails harmlessly when another reader got there
- * first; racing window updates only shift the window. Without membarrier the lock stays
- * unbiased for ever: there is no cheaper read path to return to. */
-static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
+/* The window an unbiased lock waits, write-free, before it goes back to fenced: the
+ * fenced multiple of the last fenced write's cost. */
+static uint64_t rm_fenced_window(const struct kl_rmlock *lk)
 {
-	uint32_t s = KL_RM_S_UNBIASED, wr;
+	return ((uint64_t)atomic_load_explicit(&lk->fenced_cost, memory_order_relaxed)
+		<< RM_FENCED_COST_SHIFT) * RM_FENCED_MULT;
+}
+
+/* The caller holds @lk's kl_rwlock shared, so no writer is inside, and found the lock in
+ * state @s, UNBIASED or FENCED: every RM_REARM_READS-th such read of this thread looks at
+ * the clock. Once the window has passed, it moves the lock one rung up (unbiased ->
+ * fenced -> biased) if no write came since the last look; if writes did come, it opens a
+ * new window instead (so a lock written every few windows or more often stays where it
+ * is). The windows: to fenced, rm_fenced_window(); to biased, rm_window() (the
+ * membarrier's multiple). The CAS fails harmlessly when another reader got there first;
+ * racing window updates only shift the window. Without membarrier the lock stays
+ * unbiased for ever: readers have no record to publish in. */
+static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t s)
+{
+	uint32_t up = s == KL_RM_S_UNBIASED ? KL_RM_S_FENCED : 0, wr;
 	uint64_t now;
 
 	if (r->unbiased_left != 0) {
@@ -297,15 +322,29 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r)
 		return;
 	wr = atomic_load_explicit(&lk->writes, memory_order_relaxed);
 	if (wr != atomic_load_explicit(&lk->rearm_writes, memory_order_relaxed)) {
+		/* The window of the rung the lock is on now (another reader may have moved
+		 * it up since our caller looked). */
+		bool to_fenced = atomic_load_explicit(&lk->state, memory_order_relaxed) ==
+				 KL_RM_S_UNBIASED;
+
 		atomic_store_explicit(&lk->rearm_writes, wr, memory_order_relaxed);
-		atomic_store_explicit(&lk->rearm_at, now + rm_window(lk), memory_order_relaxed);
+		atomic_store_explicit(&lk->rearm_at,
+				      now + (to_fenced ? rm_fenced_window(lk) : rm_window(lk)),
+				      memory_order_relaxed);
 		return;
 	}
-	/* M1: release, inside our kl_rwlock read section; pairs with the biased readers'
-	 * acquire loads of state (they see the last writer's data through it), and is seen
-	 * by every later writer's M2 through the kl_rwlock. */
-	if (atomic_compare_exchange_strong_explicit(&lk->state, &s, 0, memory_order_release,
-						    memory_order_relaxed)) {
+	/* To fenced: the next rung needs a whole membarrier window, set before the move,
+	 * so that a fenced reader that sees the move (M1) sees that window too. */
+	if (up != 0)
+		atomic_store_explicit(&lk->rearm_at, now + rm_window(lk), memory_order_relaxed);
+	/* M1: release, inside our kl_rwlock read section; pairs with the readers' acquire
+	 * loads of state (they see the last writer's data through it, and a fenced reader
+	 * about to re-arm sees the window above), and is seen by every later writer's M2
+	 * through the kl_rwlock. */
+	if (!atomic_compare_exchange_strong_explicit(&lk->state, &s, up, memory_order_release,
+						     memory_order_relaxed))
+		return;
+	if (up == 0) {
 		uint64_t stretch =
 			now - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed);
 
@@ -594,9 +633,33 @@ static bool rm_read_reenter(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32
 	return *idx != 0;
 }
 
-/* A biased read: publish, B, look (the inline path's steps). True if admitted. */
+/* A fenced reader's look at the re-arm clock, every RM_REARM_READS-th read: a re-arm
+ * needs a read hold of the kl_rwlock (M1), which a fenced reader takes only here, and
+ * only if no writer holds it. */
+static void rm_fenced_look(struct kl_rmlock *lk, struct kl_rm_reader *r)
+{
+	if (r->unbiased_left != 0) {
+		r->unbiased_left--;
+		return;
+	}
+	/* Hints first: the kl_rwlock's word is on the writers' line. */
+	if (kli_now_ns() < atomic_load_explicit(&lk->rearm_at, memory_order_relaxed) ||
+	    !kl_rwlock_read_trylock(&lk->rw)) {
+		r->unbiased_left = RM_REARM_READS;
+		return;
+	}
+	/* M1: acquire, pairs with the move to fenced (its window comes with it) */
+	if (atomic_load_explicit(&lk->state, memory_order_acquire) == KL_RM_S_FENCED)
+		rm_maybe_rearm(lk, r, KL_RM_S_FENCED);
+	kl_rwlock_read_unlock(&lk->rw);
+}
+
+/* A biased or fenced read: publish, B, look (the inline path's steps); on a fenced lock
+ * publish again with B' and look again. True if admitted. */
 static bool rm_read_biased(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t *idx)
 {
+	uint32_t s;
+
 	if (!kli_fence_asym ||
 	    (atomic_load_explicit(&lk->state, memory_order_relaxed) &
 	     (KL_RM_S_WRITER | KL_RM_S_UNBIASED)))
@@ -605,10 +668,17 @@ static bool rm_read_biased(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_
 	if (*idx == 0)
 		return false;
 	kli_fence_light(); /* B: light half, pairs with D in rm_revoke() */
-	/* M1: acquire, pairs with the re-arming reader's release */
-	if (kl_likely(!(atomic_load_explicit(&lk->state, memory_order_acquire) &
-			(KL_RM_S_WRITER | KL_RM_S_UNBIASED))))
+	/* M1: acquire, pairs with the re-arming reader's release (M4: the last writer's) */
+	s = atomic_load_explicit(&lk->state, memory_order_acquire);
+	if (s == KL_RM_S_FENCED) { /* B' (a full barrier): SB with a fenced writer's M3 */
+		atomic_exchange_explicit(&r->slot[*idx], (uintptr_t)lk, memory_order_seq_cst);
+		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1, M4 */
+	}
+	if (kl_likely(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)))) {
+		if (s == KL_RM_S_FENCED)
+			rm_fenced_look(lk, r);
 		return true;
+	}
 	rm_unpublish(lk, r, *idx);
 	return false;
 }
@@ -642,8 +712,38 @@ static bool rm_read_rw(struct kl_rmlock *lk, struct kli_thread *self, bool try,
 	if (*idx == 0)
 		(void)kli_thread_ovf_push(self, (uintptr_t)lk); /* for rm_thread_exit() */
 	if (atomic_load_explicit(&lk->state, memory_order_relaxed) == KL_RM_S_UNBIASED)
-		rm_maybe_rearm(lk, &self->rm);
+		rm_maybe_rearm(lk, &self->rm, KL_RM_S_UNBIASED);
 	return true;
+}
+
+/* A fenced or revoking writer is inside (WRITER | FENCED): rather than queue behind the
+ * kl_rwlock, wait up to RM_FENCED_SPIN_NS for the lock to admit fenced or biased readers
+ * again (M4), as ck_brlock's readers do, and enter so (*@idx: the slot). First C and a look
+ * for the writer asleep on a publish the inline path undid (as rm_read_rw()). False when
+ * the lock went unbiased or the budget ran out: the caller queues. */
+static bool rm_read_fenced_wait(struct kl_rmlock *lk, struct kli_thread *self, uint32_t *idx)
+{
+	struct kli_spin sp;
+	uint32_t s;
+
+	kli_fence_light(); /* C: pairs with F in rm_wait_slot() */
+	s = atomic_load_explicit(&lk->state, memory_order_relaxed);
+	if (s & KL_RM_S_WSLEEP)
+		rm_wake_writer(lk, (uintptr_t)&self->rm);
+	if (!kli_fence_asym)
+		return false;
+	kli_spin_start(&sp, RM_FENCED_SPIN_NS);
+	for (;;) {
+		if ((s & ~KL_RM_S_WSLEEP) != (KL_RM_S_WRITER | KL_RM_S_FENCED)) {
+			if (s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED))
+				return false;
+			if (rm_read_biased(lk, &self->rm, idx))
+				return true;
+		}
+		if (!kli_spin_backoff(&sp))
+			return false;
+		s = atomic_load_explicit(&lk->state, memory_order_relaxed);
+	}
 }
 
 /* Takes a read hold (the whole protocol, out of line). @try: give up instead of waiting. */
@@ -657,7 +757,8 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 	if (!rm_check_read(lk, self, site))
 		return false;
 	if (!((lk->flags & KL_RM_RECURSE) && rm_read_reenter(lk, r, &idx)) &&
-	    !rm_read_biased(lk, r, &idx) && !rm_read_rw(lk, self, try, &idx))
+	    !rm_read_biased(lk, r, &idx) && !rm_read_fenced_wait(lk, self, &idx) &&
+	    !rm_read_rw(lk, self, try, &idx))
 		return false;
 	rm_tracker_set(tr, lk, self, idx);
 	return true;
@@ -813,28 +914,78 @@ static void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
 	kli_hook_revoked(lk, KLI_KIND_RMLOCK, now - t0, site);
 }
 
-/* The writer holds the kl_rwlock and found the lock biased (M2): revoke. Announce it
- * (WRITER | UNBIASED: new readers take the kl_rwlock, and wait behind us), D, then wait
- * for the biased readers D lets us see, and leave the lock unbiased. @try: if a biased
- * reader is inside, give up instead, leaving the lock biased as it was (true: revoked). */
-static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, bool try, const void *site)
+/* A fenced write that began at @t0 has drained the fenced readers: if it began inside
+ * the window the last fenced write opened (fenced_until), writes are too dense for
+ * scanning, and the lock goes unbiased when this write ends (rearm_at: back to fenced
+ * after rm_fenced_window() with no write); either way this write opens its own window,
+ * RM_FENCED_MULT times its cost. Under the write hold; WRITER stays until the unlock. */
+static void rm_fenced_done(struct kl_rmlock *lk, uint64_t t0)
 {
+	uint64_t now = kli_now_ns(), cost = now - t0;
+	uint16_t at = atomic_load_explicit(&lk->fenced_until, memory_order_relaxed);
+	uint16_t left = (uint16_t)(at - (uint16_t)(t0 >> RM_FENCED_CLOCK_SHIFT));
+	uint64_t units = (cost * RM_FENCED_MULT >> RM_FENCED_CLOCK_SHIFT) + 1u;
+	uint64_t c64 = cost >> RM_FENCED_COST_SHIFT;
+	bool dense = at != 0 && left != 0 && left <= RM_FENCED_WINDOW_MAX;
+
+	if (units > RM_FENCED_WINDOW_MAX)
+		units = RM_FENCED_WINDOW_MAX;
+	at = (uint16_t)((now >> RM_FENCED_CLOCK_SHIFT) + units);
+	atomic_store_explicit(&lk->fenced_until, at != 0 ? at : 1u, memory_order_relaxed);
+	atomic_store_explicit(&lk->fenced_cost, c64 < UINT16_MAX ? (uint16_t)c64 : UINT16_MAX,
+			      memory_order_relaxed);
+	if (!dense) {
+		atomic_store_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_FENCED,
+				      memory_order_relaxed); /* clears WSLEEP */
+		return;
+	}
+	atomic_store_explicit(&lk->rearm_writes,
+			      atomic_load_explicit(&lk->writes, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&lk->rearm_at, now + rm_fenced_window(lk), memory_order_relaxed);
+	atomic_store_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_UNBIASED, memory_order_relaxed);
+}
+
+/*
+ * The writer holds the kl_rwlock and found the lock in state @s, biased (0) or fenced
+ * (M2): announce it (M3: WRITER | FENCED; new readers take the kl_rwlock, and wait
+ * behind us), then D on a biased lock only (a fenced lock's readers published with a
+ * full barrier, B', and M3 is one too), then wait for the readers that lets us see. A
+ * revocation (from biased) leaves the lock fenced; a fenced write leaves it fenced, or
+ * unbiased when writes come too often (rm_fenced_done). WRITER stays until the unlock
+ * (M4), so that no fenced reader enters the write section. @try: if a reader is inside,
+ * give up instead, leaving the state as it was (true: drained). Without membarrier the
+ * lock goes unbiased for good (no reader ever published).
+ */
+static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, uint32_t s, bool try, const void *site)
+{
+	bool fenced = s == KL_RM_S_FENCED;
 	uint64_t t0 = kli_fence_asym ? kli_now_ns() : 0;
 
-	kli_hook_revoke_begin(lk, KLI_KIND_RMLOCK);
-	/* M3: a seq_cst RMW, then D */
-	atomic_exchange_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_UNBIASED,
+	if (!fenced)
+		kli_hook_revoke_begin(lk, KLI_KIND_RMLOCK);
+	/* M3: a seq_cst RMW, then (biased) D */
+	atomic_exchange_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_FENCED,
 				 memory_order_seq_cst);
-	kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
+	if (!fenced)
+		kli_fence_heavy(); /* D: heavy half (membarrier), pairs with B in every reader */
 	if (try && rm_any_reader(lk)) {
-		/* M1 again: back to biased with no write made; release, as the re-arm's CAS */
-		atomic_store_explicit(&lk->state, 0, memory_order_release);
-		kli_hook_revoke_end(lk, KLI_KIND_RMLOCK, t0 != 0 ? kli_now_ns() - t0 : 0, EBUSY);
+		/* M1 again: back as it was with no write made; release, as the re-arm's CAS */
+		atomic_store_explicit(&lk->state, s, memory_order_release);
+		if (!fenced)
+			kli_hook_revoke_end(lk, KLI_KIND_RMLOCK,
+					    t0 != 0 ? kli_now_ns() - t0 : 0, EBUSY);
 		return false;
 	}
 	rm_drain(lk, site);
-	/* Clears WRITER and WSLEEP; readers see UNBIASED (and the kl_rwlock we hold). */
-	atomic_store_explicit(&lk->state, KL_RM_S_UNBIASED, memory_order_relaxed);
+	if (fenced) {
+		rm_fenced_done(lk, t0);
+		return true;
+	}
+	/* Clears WSLEEP; readers see WRITER (and then the kl_rwlock we hold). */
+	atomic_store_explicit(&lk->state,
+			      KL_RM_S_WRITER | (t0 != 0 ? KL_RM_S_FENCED : KL_RM_S_UNBIASED),
+			      memory_order_relaxed);
 	if (t0 != 0)
 		rm_revoked(lk, t0, site);   /* also revoke_end */
 	else
@@ -842,22 +993,36 @@ static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, bool try, const void *si
 	return true;
 }
 
+/* M4: a write section that found the lock biased or fenced ends: clear WRITER (release:
+ * pairs with the fenced and biased readers' acquire loads of state, M1/M4, which admit
+ * them only without WRITER), before the kl_rwlock is released. */
+static inline void rm_write_done(struct kl_rmlock *lk)
+{
+	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed);
+
+	if (kl_unlikely(s & KL_RM_S_WRITER))
+		atomic_store_explicit(&lk->state, s & ~KL_RM_S_WRITER, memory_order_release);
+}
+
 void kl_rmlock_write_lock(struct kl_rmlock *lk)
 {
+	uint32_t s;
+
 	if (!rm_check_write(lk, KLI_SITE()))
 		return;
 	kli_hook_acquire(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 	kl_rwlock_write_lock(&lk->rw);
 	rm_count_write(lk); /* before a revocation, which starts its window from it */
 	/* M2: relaxed; the kl_rwlock orders it after every re-arm (M1) */
-	if (kl_unlikely(!(atomic_load_explicit(&lk->state, memory_order_relaxed) &
-			  KL_RM_S_UNBIASED)))
-		(void)rm_revoke(lk, false, KLI_SITE());
+	s = atomic_load_explicit(&lk->state, memory_order_relaxed);
+	if (kl_unlikely(!(s & KL_RM_S_UNBIASED)))
+		(void)rm_revoke(lk, s, false, KLI_SITE());
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
 
 bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 {
+	uint32_t s;
 	bool ok;
 
 	if (!rm_check_write(lk, KLI_SITE()))
@@ -866,9 +1031,9 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 	ok = kl_rwlock_write_trylock(&lk->rw);
 	if (ok)
 		rm_count_write(lk);
-	if (ok && !(atomic_load_explicit(&lk->state, memory_order_relaxed) &
+	if (ok && !((s = atomic_load_explicit(&lk->state, memory_order_relaxed)) &
 		    KL_RM_S_UNBIASED) && /* M2 */
-	    !rm_revoke(lk, true, KLI_SITE())) {
+	    !rm_revoke(lk, s, true, KLI_SITE())) {
 		kl_rwlock_write_unlock(&lk->rw);
 		ok = false;
 	}
@@ -889,8 +1054,9 @@ void kl_rmlock_write_unlock(struct kl_rmlock *lk)
 	}
 #endif
 	kli_hook_release(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
-	/* The lock stays unbiased: the next write skips the revocation unless a reader
-	 * re-armed the bias in between. */
+	/* The lock stays fenced or unbiased: the next write skips the membarrier unless a
+	 * reader re-armed the bias in between. */
+	rm_write_done(lk);
 	kl_rwlock_write_unlock(&lk->rw);
 	kli_hook_released(lk, KLI_KIND_RMLOCK, 0);
 }
@@ -904,7 +1070,7 @@ void kl_rmlock_bias_stats(const struct kl_rmlock *lk, struct kl_rmlock_bias *out
 {
 	uint32_t s = atomic_load_explicit(&lk->state, memory_order_relaxed);
 	uint64_t ns = atomic_load_explicit(&lk->unbiased_ns, memory_order_relaxed);
-	bool unbiased = (s & KL_RM_S_UNBIASED) && s != RM_S_POISON;
+	bool unbiased = (s & (KL_RM_S_UNBIASED | KL_RM_S_FENCED)) && s != RM_S_POISON;
 
 	kli_init();
 	if (kli_fence_asym && unbiased)

@@ -182,14 +182,15 @@ static int rw_bias_drain(struct kl_rwlock *rw, _Atomic uintptr_t *slot,
 {
 	struct kli_spin s;
 
-	kli_spin_start(&s, RW_BIAS_SPIN_NS);
 	/* B4: seq_cst, after B3 (SB with B1/B2); acquire: pairs with the holder's B5. */
-	while (atomic_load_explicit(slot, memory_order_seq_cst) == (uintptr_t)rw) {
-		if (!wait)
-			return EAGAIN;
+	if (kl_likely(atomic_load_explicit(slot, memory_order_seq_cst) != (uintptr_t)rw))
+		return 0;
+	if (!wait)
+		return EAGAIN;
+	kli_spin_start(&s, RW_BIAS_SPIN_NS);
+	while (atomic_load_explicit(slot, memory_order_seq_cst) == (uintptr_t)rw) /* B4 */
 		if (!kli_spin_poll(&s))
 			return rw_bias_sleep(rw, slot, abstime);
-	}
 	return 0;
 }
 

@@ -232,6 +232,7 @@ struct unbiased {
 	_Atomic long overlap, writes;
 	_Atomic bool stop;  /* time is up (slow instrumented builds): leave at the barrier */
 	long rounds;
+	bool fenced; /* keep the lock fenced: each write finds the last one's window over */
 	struct { _Alignas(128) _Atomic long v; } lines[8]; /* see unbiased_fill() */
 };
 
@@ -276,6 +277,8 @@ static void unbiased_fill(struct unbiased *u, long v)
 
 static void unbiased_write(struct unbiased *u)
 {
+	if (u->fenced) /* the only writer: nobody else writes the window */
+		atomic_store_explicit(&u->lk.fenced_until, 0, memory_order_relaxed);
 	kl_rmlock_write_lock(&u->lk);
 	atomic_fetch_add(&u->writers_in, 1);
 	if (atomic_load(&u->readers_in) != 0)
@@ -343,6 +346,46 @@ static bool biased(const struct kl_rmlock *lk)
 	return b.biased;
 }
 
+/* Writer and reader race in rounds on a lock that the first write made fenced (@fenced:
+ * kept so) or that then went unbiased, with its re-arm held off for good. Returns the
+ * lock's state after the rounds. */
+static uint32_t race_without_membarrier(unsigned flags, bool fenced)
+{
+	static struct unbiased u;
+	pthread_t w, r;
+	int64_t end;
+	uint32_t st;
+
+	memset(&u, 0, sizeof(u));
+	u.rounds = klt_scaled(100000);
+	u.fenced = fenced;
+	assert_int_equal(kl_rmlock_init(&u.lk, flags), 0);
+	kl_rmlock_write_lock(&u.lk); /* revokes the bias (membarrier mode) */
+	kl_rmlock_write_unlock(&u.lk);
+	atomic_store(&u.lk.rearm_at, UINT64_MAX); /* ... for good */
+	if (!fenced)
+		atomic_store(&u.lk.state, KL_RM_S_UNBIASED); /* no reader: as a dense write */
+	assert_false(biased(&u.lk));
+	assert_int_equal(revocations(&u.lk), kl_fence_asymmetric() ? 1 : 0);
+	assert_int_equal(pthread_create(&w, NULL, unbiased_writer, &u), 0);
+	assert_int_equal(pthread_create(&r, NULL, unbiased_reader, &u), 0);
+	end = klt_now_ns() + UNBIASED_BUDGET_S * KLT_NSEC_PER_SEC;
+	while (atomic_load(&u.arrived) < 2 * u.rounds && klt_now_ns() < end)
+		klt_sleep_ms(10);
+	atomic_store(&u.stop, true);
+	pthread_join(w, NULL);
+	pthread_join(r, NULL);
+	assert_int_equal(atomic_load(&u.overlap), 0);
+	assert_true(atomic_load(&u.writes) > 0);
+	assert_int_equal(u.a, atomic_load(&u.writes));
+	assert_int_equal(u.b, u.a);
+	/* every one of those writes skipped the membarrier */
+	assert_int_equal(revocations(&u.lk), kl_fence_asymmetric() ? 1 : 0);
+	st = atomic_load(&u.lk.state);
+	assert_int_equal(kl_rmlock_destroy(&u.lk), 0);
+	return st;
+}
+
 /* A writer on an unbiased lock skips the membarrier and the scan: what excludes the
  * readers is the embedded kl_rwlock they take (before it, the readers' fence B' did; with
  * B' removed the two overlapped in a few rounds in a thousand on x86), and invariant I5
@@ -350,38 +393,22 @@ static bool biased(const struct kl_rmlock *lk)
 static void test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier(
 	void **state)
 {
-	static const unsigned flags[] = { 0, KL_RM_SLEEPABLE };
+	(void)state;
+	assert_int_equal(race_without_membarrier(0, false), KL_RM_S_UNBIASED);
+	assert_int_equal(race_without_membarrier(KL_RM_SLEEPABLE, false), KL_RM_S_UNBIASED);
+}
+
+/* A revocation leaves the lock fenced: readers publish with a full barrier (B') and
+ * writers announce themselves (M3) and scan, with no membarrier; a writer's section keeps
+ * fenced readers out until its unlock (M4). Without membarrier the lock is unbiased. */
+static void test_rmlock_fenced_reader_excludes_a_writer_that_skipped_the_membarrier(
+	void **state)
+{
+	uint32_t want = kl_fence_asymmetric() ? KL_RM_S_FENCED : KL_RM_S_UNBIASED;
 
 	(void)state;
-	for (size_t f = 0; f < KL_ARRAY_SIZE(flags); f++) {
-		static struct unbiased u;
-		pthread_t w, r;
-		int64_t end;
-
-		memset(&u, 0, sizeof(u));
-		u.rounds = klt_scaled(100000);
-		assert_int_equal(kl_rmlock_init(&u.lk, flags[f]), 0);
-		kl_rmlock_write_lock(&u.lk); /* revokes the bias (membarrier mode) */
-		kl_rmlock_write_unlock(&u.lk);
-		atomic_store(&u.lk.rearm_at, UINT64_MAX); /* ... for good */
-		assert_false(biased(&u.lk));
-		assert_int_equal(revocations(&u.lk), kl_fence_asymmetric() ? 1 : 0);
-		assert_int_equal(pthread_create(&w, NULL, unbiased_writer, &u), 0);
-		assert_int_equal(pthread_create(&r, NULL, unbiased_reader, &u), 0);
-		end = klt_now_ns() + UNBIASED_BUDGET_S * KLT_NSEC_PER_SEC;
-		while (atomic_load(&u.arrived) < 2 * u.rounds && klt_now_ns() < end)
-			klt_sleep_ms(10);
-		atomic_store(&u.stop, true);
-		pthread_join(w, NULL);
-		pthread_join(r, NULL);
-		assert_int_equal(atomic_load(&u.overlap), 0);
-		assert_true(atomic_load(&u.writes) > 0);
-		assert_int_equal(u.a, atomic_load(&u.writes));
-		assert_int_equal(u.b, u.a);
-		/* every one of those writes skipped the membarrier */
-		assert_int_equal(revocations(&u.lk), kl_fence_asymmetric() ? 1 : 0);
-		assert_int_equal(kl_rmlock_destroy(&u.lk), 0);
-	}
+	assert_int_equal(race_without_membarrier(0, true), want);
+	assert_int_equal(race_without_membarrier(KL_RM_SLEEPABLE, true), want);
 }
 
 /* Writes with no reader in between revoke once (FreeBSD's tokens kept between writes);
@@ -447,6 +474,7 @@ static void test_rmlock_writes_inside_the_window_keep_the_lock_unbiased(void **s
 	kl_rmlock_write_unlock(&lk);
 	assert_int_equal(revocations(&lk), 1);
 	for (int round = 0; round < 3; round++) {
+		atomic_store(&lk.fenced_until, 0); /* not so dense that it goes unbiased */
 		kl_rmlock_write_lock(&lk); /* a write inside the window */
 		kl_rmlock_write_unlock(&lk);
 		atomic_store(&lk.rearm_at, 0); /* the window has passed */
@@ -455,6 +483,41 @@ static void test_rmlock_writes_inside_the_window_keep_the_lock_unbiased(void **s
 		assert_true(atomic_load(&lk.rearm_at) > 0); /* a new window was opened */
 	}
 	atomic_store(&lk.rearm_at, 0); /* a window with no write in it has passed */
+	read_with_one_look(&lk);
+	assert_true(biased(&lk));
+	assert_int_equal(revocations(&lk), 1);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
+/* The ladder: a revocation leaves the lock fenced; a write that follows the last one
+ * closely sends it unbiased; a window with no write moves it back up one rung at a time,
+ * fenced first, then biased - with no second membarrier. The windows are made to expire
+ * by hand. */
+static void test_rmlock_modes_step_down_when_written_and_climb_back_when_not(void **state)
+{
+	struct kl_rmlock lk;
+	int w;
+
+	(void)state;
+	if (!kl_fence_asymmetric())
+		skip(); /* no membarrier: never biased */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	kl_rmlock_write_lock(&lk);
+	kl_rmlock_write_unlock(&lk);
+	assert_int_equal(atomic_load(&lk.state), KL_RM_S_FENCED);
+	assert_int_equal(revocations(&lk), 1);
+	read_with_one_look(&lk); /* a fenced read; its look finds the window open */
+	assert_int_equal(atomic_load(&lk.state), KL_RM_S_FENCED);
+	for (w = 0; w < 100 && atomic_load(&lk.state) == KL_RM_S_FENCED; w++) {
+		kl_rmlock_write_lock(&lk); /* inside the last write's window */
+		kl_rmlock_write_unlock(&lk);
+	}
+	assert_int_equal(atomic_load(&lk.state), KL_RM_S_UNBIASED);
+	atomic_store(&lk.rearm_at, 0);
+	read_with_one_look(&lk);
+	assert_int_equal(atomic_load(&lk.state), KL_RM_S_FENCED);
+	assert_true(atomic_load(&lk.rearm_at) > 0); /* the membarrier's window, from here */
+	atomic_store(&lk.rearm_at, 0);
 	read_with_one_look(&lk);
 	assert_true(biased(&lk));
 	assert_int_equal(revocations(&lk), 1);
@@ -712,7 +775,8 @@ static void test_rmlock_waiter_queueing_during_unlock_is_not_lost(void **state)
 	atomic_store(&r.stop, 1);
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
-	assert_int_equal(atomic_load(&r.lk.state) & ~KL_RM_S_UNBIASED, 0); /* no stale bit */
+	assert_int_equal(atomic_load(&r.lk.state) & ~(KL_RM_S_UNBIASED | KL_RM_S_FENCED),
+			 0); /* no stale bit */
 	assert_int_equal(kl_rmlock_destroy(&r.lk), 0);
 }
 
@@ -840,9 +904,12 @@ static void test_rmlock_unbiased_holds_released_out_of_order_and_at_exit(void **
 	setenv("KLOCK_ON_ERROR", "warn", 1);
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(kl_rmlock_init(&h.lk[i], 0), 0);
-		kl_rmlock_write_lock(&h.lk[i]); /* revokes: unbiased for the inhibit window */
-		kl_rmlock_write_unlock(&h.lk[i]);
-		assert_true(atomic_load(&h.lk[i].state) & KL_RM_S_UNBIASED);
+		for (int w = 0; w < 2; w++) { /* revokes (fenced), then a dense write: unbiased */
+			kl_rmlock_write_lock(&h.lk[i]);
+			kl_rmlock_write_unlock(&h.lk[i]);
+		}
+		atomic_store(&h.lk[i].rearm_at, UINT64_MAX); /* held there */
+		atomic_store(&h.lk[i].state, KL_RM_S_UNBIASED); /* if that write was not dense */
 	}
 	klt_run_threads(1, exit_holding_unbiased, &h, 0);
 	/* The inline read's counted holds, where it is compiled in and runs (membarrier: else
@@ -984,9 +1051,11 @@ int main(void)
 		T(test_rmlock_destroy_refuses_a_held_lock),
 		T(test_rmlock_waiter_queueing_during_unlock_is_not_lost),
 		T(test_rmlock_unbiased_reader_excludes_a_writer_that_skipped_the_membarrier),
+		T(test_rmlock_fenced_reader_excludes_a_writer_that_skipped_the_membarrier),
 		T(test_rmlock_writer_sees_a_hold_next_to_released_slots),
 		T(test_rmlock_writes_inside_the_window_keep_the_lock_unbiased),
 		T(test_rmlock_bias_returns_after_writes_stop),
+		T(test_rmlock_modes_step_down_when_written_and_climb_back_when_not),
 		T(test_rmlock_without_membarrier_stays_unbiased),
 		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),
 		T(test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag),

@@ -16,6 +16,8 @@
 /* Lock state bits (private; here because the inline fast path tests them). */
 #define KL_RM_S_WRITER 0x1u   /* a writer is revoking the bias (draining biased readers) */
 #define KL_RM_S_WSLEEP 0x2u   /* the draining writer sleeps: read_unlock must look */
+#define KL_RM_S_FENCED 0x4u   /* readers publish their slot with a full barrier; writers
+				 * announce themselves and scan, with no membarrier */
 #define KL_RM_S_UNBIASED 0x8u /* readers and writers run the embedded kl_rwlock alone */
 /* A thread's slot naming a lock with this bit set is a hold of the lock's embedded
  * kl_rwlock (taken while the lock was unbiased), not a biased hold (private). */
@@ -90,6 +92,25 @@ static inline void kl_rmlock_read_unbiased_inline(struct kl_rmlock *lk,
 }
 
 /*
+ * A FENCED lock (KL_RM_S_FENCED alone): the slot @d the inline read lock pushed is
+ * published again by an exchange (B': a full barrier, the reader's half of the
+ * store-buffering pair with a fenced writer's M3, which is a seq_cst RMW too), then the
+ * state is loaded again (acquire: pairs with the release that ended the last write, M4,
+ * or with a re-arm, M1). Admitted unless a writer announced itself or the lock went
+ * unbiased. Every RM_REARM_READS-th read goes out of line, to look at the re-arm clock.
+ */
+static inline bool kl_rmlock_read_fenced_inline(struct kl_rmlock *lk, struct kl_rm_reader *r,
+						uint32_t d)
+{
+	if (__builtin_expect(r->unbiased_left == 0, 0))
+		return false;
+	r->unbiased_left--;
+	atomic_exchange_explicit(&r->slot[d], (uintptr_t)lk, memory_order_seq_cst); /* B' */
+	return !(atomic_load_explicit(&lk->state, memory_order_acquire) & /* M1, M4 */
+		 (KL_RM_S_WRITER | KL_RM_S_UNBIASED));
+}
+
+/*
  * Push @lk on the thread's stack of read holds, then look at the state. The compiler
  * barrier between is B, the light half of the asymmetric pair B/D: D is the
  * membarrier(PRIVATE_EXPEDITED) a revoking writer issues after setting KL_RM_S_UNBIASED
@@ -109,13 +130,16 @@ static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm
 		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
 		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1 */
-		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)), 1))
+		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED | KL_RM_S_FENCED)),
+				     1))
 			return;
 		if (s == KL_RM_S_UNBIASED) {
 			kl_rmlock_read_unbiased_inline(lk, tr, r, d + 1);
 			return;
 		}
-		/* A revocation under way: undo, go out of line. */
+		if (s == KL_RM_S_FENCED && kl_rmlock_read_fenced_inline(lk, r, d + 1))
+			return;
+		/* A writer under way, or the clock due: undo, go out of line. */
 		atomic_store_explicit(&r->slot[d + 1], 0, memory_order_relaxed);
 		r->depth = d;
 	}
