@@ -4,12 +4,15 @@
  * write rate. While the lock is BIASED (no write for a while) readers touch no shared
  * cache line and execute no atomic read-modify-write and no fence; the first writer pays
  * for that with a rendezvous (membarrier) and a scan of the threads' read holds, and
- * leaves the lock UNBIASED: readers and writers then run kl_rwlock's algorithm on a
- * kl_rwlock embedded in the lock (one compare-and-swap each way, kl_rwlock's spinning,
- * counted sleepers and hand-off), so a lock written often costs what a kl_rwlock costs.
- * Readers re-arm the bias once a window of KL_RM_INHIBIT_MULT times the measured
- * revocation cost has passed with no write (BRAVO, Dice & Kogan 2019), so revocations
- * take a bounded share of the run time whatever the write rate.
+ * leaves the lock FENCED: readers then add one full barrier on their own cache line, and
+ * each writer announces itself and scans the read holds with no rendezvous. Writes that
+ * come closer together than a few scans leave the lock UNBIASED: readers and writers then
+ * run kl_rwlock's algorithm on a kl_rwlock embedded in the lock (one compare-and-swap
+ * each way, kl_rwlock's spinning, counted sleepers and hand-off), so a lock written often
+ * costs what a kl_rwlock costs. Readers move the lock back up one step (unbiased, fenced,
+ * biased) once a window with no write has passed: KL_RM_INHIBIT_MULT times the measured
+ * revocation cost before the bias (BRAVO, Dice & Kogan 2019), so revocations take a
+ * bounded share of the run time whatever the write rate.
  *
  *   struct kl_rmlock lk;                 struct kl_rm_tracker tr;   (caller-owned)
  *   kl_rmlock_init(&lk, 0);              kl_rmlock_read_lock(&lk, &tr);
@@ -18,10 +21,11 @@
  *   kl_rmlock_write_unlock(&lk);
  *
  * Use it where reads outnumber writes (configuration, routing tables, module lists): a
- * biased read costs about what an RCU read-side section costs, an unbiased one what a
- * kl_rwlock read costs; a revoking write costs a membarrier(PRIVATE_EXPEDITED) plus a
- * walk over every thread that ever used klock, a write on an unbiased lock what a
- * kl_rwlock write costs (docs/design-readmostly.md has the figures).
+ * biased read costs about what an RCU read-side section costs, a fenced one an exchange
+ * more, an unbiased one what a kl_rwlock read costs; a revoking write costs a
+ * membarrier(PRIVATE_EXPEDITED) plus a walk over every thread that ever used klock, a
+ * fenced write the walk alone, a write on an unbiased lock what a kl_rwlock write costs
+ * (docs/design-readmostly.md has the figures).
  *
  * Flags (kl_rmlock_init):
  *   KL_RM_RECURSE    a thread that already read-holds the lock may read-lock it again
@@ -213,7 +217,7 @@ KL_API void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker 
 /* The bias policy's record of one lock (kl_rmlock_bias_stats()). */
 struct kl_rmlock_bias {
 	uint64_t revocations;  /* writes that paid the membarrier rendezvous */
-	uint64_t unbiased_ns;  /* time the lock spent unbiased, up to now */
+	uint64_t unbiased_ns;  /* time the lock spent not biased (fenced or unbiased) */
 	uint64_t revoke_ns;    /* cost of the last revocation (0: none yet) */
 	bool biased;           /* readers take the fence-free path now */
 };

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * locks/primitives/rmlock.c - kl_rmlock: FreeBSD rmlock(9) semantics; readers without atomics while
- * the lock is biased, kl_rwlock's algorithm while it is not (BRAVO's adaptive bias).
+ * the lock is biased, with one full barrier while it is fenced (ck_brlock's readers), and
+ * kl_rwlock's algorithm while it is unbiased (BRAVO's adaptive bias, on three rungs).
  *
  * WHAT. FreeBSD's rmlock lets a reader publish itself on a per-CPU tracker list with
  * plain stores inside a critical section; a writer takes the backing lock, revokes the
@@ -21,24 +22,33 @@
  * to sleeping readers and its own reader bias), noting the hold in its slot stack with a
  * tag (lk | KL_RM_TAG_RW) so that unlock, exit and fork find it. So a lock written often
  * costs what a kl_rwlock costs, and a writer on an unbiased lock scans nothing.
- *   BIASED    (KL_RM_S_UNBIASED clear): readers publish plain slots (B). The first writer
- *             REVOKES: M3 sets WRITER | UNBIASED, D, drains the plain slots, and leaves
- *             the state UNBIASED (FreeBSD keeps its read tokens revoked between writes
- *             for the same reason).
+ *   BIASED    (state 0): readers publish plain slots (B). The first writer REVOKES: M3
+ *             sets WRITER | FENCED, D, drains the plain slots, and leaves the lock
+ *             FENCED (FreeBSD keeps its read tokens revoked between writes for the same
+ *             reason).
+ *   FENCED    (KL_RM_S_FENCED): readers publish their slots with a full barrier (B', an
+ *             exchange); a writer takes lk->rw, announces itself (M3: WRITER | FENCED, a
+ *             seq_cst RMW: no membarrier), drains the slots, and keeps WRITER until its
+ *             unlock (M4). Readers that meet WRITER wait for M4 (up to
+ *             RM_FENCED_SPIN_NS), then queue on lk->rw.
  *   UNBIASED  (KL_RM_S_UNBIASED set): readers and writers are lk->rw's.
- * POLICY (BRAVO, Dice & Kogan, USENIX ATC 2019). The revoking writer measures the
- * revocation (membarrier + scan + waiting for the biased readers it found), cost C, and
- * sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT (KLOCK_RM_INHIBIT overrides it;
- * capped at RM_INHIBIT_MAX_NS). Every write bumps lk->writes. An unbiased reader, holding
- * lk->rw shared, looks at the clock every RM_REARM_READS reads; past rearm_at it re-arms
- * (M1: CAS UNBIASED -> 0) only if lk->writes has not moved since the window opened, else
- * it opens a new window of N*C. So the bias comes back only after a whole window without
- * a write, and a lock written at least once per window stays unbiased and pays no
- * revocation. BOUND: every revocation of cost C is followed by at least N*C of unbiased
- * time, so revocations take at most 1/(N+1) of the run time, at any write rate. Without
- * membarrier (fallback mode) readers never take the biased path (kl_rm_self stays the
- * dummy; rm_read_biased() refuses), the first write switches the lock to UNBIASED for
- * good, and no write counts as a revocation.
+ * POLICY (BRAVO, Dice & Kogan, USENIX ATC 2019, applied to each rung). Down: the revoking
+ * writer measures the revocation (membarrier + scan + waiting for the biased readers it
+ * found), cost C, and sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT
+ * (KLOCK_RM_INHIBIT overrides it; capped at RM_INHIBIT_MAX_NS). A fenced writer measures
+ * its own announce, scan and wait, cost c, and opens fenced_until = end + M*c (M =
+ * RM_FENCED_MULT); a fenced write that begins before the last one's fenced_until sends the
+ * lock UNBIASED (rearm_at = end + M*c). Up: every write bumps lk->writes. A reader holding
+ * lk->rw shared (an unbiased one, or a fenced one that took it for the purpose, every
+ * RM_REARM_READS reads) looks at the clock; past rearm_at it moves the lock one rung up
+ * (M1: CAS UNBIASED -> FENCED, or FENCED -> 0) only if lk->writes has not moved since the
+ * window opened, else it opens a new window (M*c to fenced, N*C to biased). So each rung
+ * comes back only after a whole window without a write. BOUND: every revocation of cost C
+ * is followed by at least N*C without one, so membarriers take at most 1/(N+1) of the run
+ * time, at any write rate; fenced writes closer together than M times their cost stop
+ * scanning, so scans take at most about 1/(M+1) of it. Without membarrier (fallback mode)
+ * readers never publish (kl_rm_self stays the dummy; rm_read_biased() refuses), the first
+ * write switches the lock to UNBIASED for good, and no write counts as a revocation.
  *
  * Fairness. kl_rwlock's: writer preference (new readers defer to a waiting writer) with a
  * time-bounded hand-off to the sleeping readers, so neither side starves; writers among
@@ -48,19 +58,24 @@
  * kl_rwlock's spin-then-sleep with or without the flag.
  *
  * STATE. lk->state (32 bits; biased readers load it on every lock and unlock):
- *   bit 0  KL_RM_S_WRITER   a revocation is under way (the writer holds lk->rw and drains
- *                           the plain slots): biased readers back out
+ *   bit 0  KL_RM_S_WRITER   a writer that found the lock biased or fenced is inside, from
+ *                           M3 to M4 (it holds lk->rw): biased and fenced readers back out
  *   bit 1  KL_RM_S_WSLEEP   the draining writer sleeps on lk->wseq waiting for the reader
  *                           record in lk->wait_for
- *   bit 3  KL_RM_S_UNBIASED the lock is lk->rw alone (set by a revocation, cleared only
- *                           by a re-arming reader that holds lk->rw shared)
+ *   bit 2  KL_RM_S_FENCED   readers publish with B' and writers scan without membarrier
+ *                           (set by a revocation or a re-arm, cleared by a dense fenced
+ *                           write or a re-arm to biased)
+ *   bit 3  KL_RM_S_UNBIASED the lock is lk->rw alone (set by a dense fenced write or,
+ *                           without membarrier, by the first write; cleared only by a
+ *                           re-arming reader that holds lk->rw shared)
  *   RM_S_POISON             destroyed (has the writer bit, so a late reader backs out)
  *   lk->rearm_at, unbiased_at, revoke_ns, revocations: written by the revoking writer under
  *   the write hold; unbiased_ns: added to by the re-arming reader that won the CAS, which
  *   also reports that completed stretch to the seam (kli_hook_rearmed: lockstat);
  *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
- *   reader that found writes inside an expired window (relaxed: a lost update only shifts
- *   the window).
+ *   reader that found writes inside an expired window, and rearm_at by a re-arm to fenced
+ *   before its CAS (relaxed: a lost update only shifts the window); fenced_until (16 bits
+ *   of a 256 ns clock, 0 = none) and fenced_cost (64 ns units): by fenced writers.
  *   lk->rw      the embedded kl_rwlock (locks/primitives/rwlock.c's theory block); its word names the
  *   writer by owner id (one thread lifetime, so a lock write-held by a thread that
  *   exited is nobody's): kl_rmlock_wowned() and the debug checks ask it.
@@ -76,17 +91,20 @@
  *   I1 A thread read-holds lk exactly as many times as its slots name lk (in any form),
  *      plus its rm_ovf entries for lk.
  *   I2 Every writer holds lk->rw exclusive; so does a revocation, from M3 to its end.
- *   I3 A revocation leaves rm_drain() only after one full pass over every record found no
- *      plain slot of lk; from M3 until then every new reader sees WRITER and backs out
- *      (except KL_RM_RECURSE re-entry, I4) to lk->rw, where it waits.
+ *   I3 A revocation or fenced write leaves rm_drain() only after one full pass over every
+ *      record found no slot of lk untagged; from M3 until M4 every new reader sees WRITER
+ *      and backs out (except KL_RM_RECURSE re-entry, I4), to wait for M4 or on lk->rw.
  *   I4 A KL_RM_RECURSE reader enters past a set writer bit only while it already holds lk
  *      in a lower slot: the draining writer is still waiting for that hold, and the new
  *      hold is published before the old one is released, so the writer's next pass sees
  *      it. Below an RWR slot it adds an RWR slot (no new lk->rw hold to queue for).
- *   I5 Outside a revocation, no slot names an unbiased lock untagged: the revocation
- *      drained them, a biased admission needs its look after B to see the lock biased,
- *      and the lock becomes biased again only by M1. So a writer that finds the lock
- *      unbiased (M2) needs nothing but lk->rw.
+ *   I5 Outside a write that found the lock biased or fenced, no slot names an unbiased
+ *      lock untagged: that write drained them, an admission needs its look after B or B'
+ *      to see the lock biased or fenced, and the lock leaves UNBIASED only by M1. So a
+ *      writer that finds the lock unbiased (M2) needs nothing but lk->rw.
+ *   I6 A slot published with B alone is admitted only by a look that sees state 0: a
+ *      writer that finds the lock fenced did not issue D, so a reader that sees FENCED
+ *      publishes again with B' and looks again.
  *
  * ORDERING. Labels are used in klock/rmlock.h (inline fast path) and here; the mode
  * switch is M1-M3.
@@ -104,9 +122,18 @@
  *        M1 happens-before M2, which then reads it or a later value, and the writer
  *        revokes) or begins after it (no biased reader can have been admitted by that
  *        re-arm yet). So no writer skips a revocation that biased readers need.
- *   M3   the revocation (biased -> unbiased): a seq_cst exchange setting WRITER |
- *        UNBIASED, then D. Readers that see it go to lk->rw and wait behind the writer;
- *        readers that miss it are seen by the scan (B/D).
+ *   M3   the announce: a seq_cst exchange setting WRITER | FENCED; on a biased lock then D
+ *        (the revocation). Readers that see it wait for M4 or queue behind the writer on
+ *        lk->rw; readers that miss it are seen by the scan (B/D, or B'/M3).
+ *   B'/M3 store-buffering pair, symmetric: a fenced reader's exchange republishing its
+ *        slot, then its acquire load of state; the writer's M3 (a seq_cst RMW), then its
+ *        loads of the slots. At least one sees the other's store.
+ *   M4   release store clearing WRITER at the end of a write that found the lock biased
+ *        or fenced, before lk->rw is released; pairs with the acquire loads of state that
+ *        admit biased and fenced readers, so their sections follow the write section.
+ *   M1 (to fenced) is preceded by the store of the next window (rearm_at): a fenced reader
+ *        whose acquire load of state sees the move sees that window, and cannot re-arm
+ *        to biased on the window the unbiased rung used.
  *   C/F  asymmetric pair: reader clears (or retags) its slot (E), C = light fence, loads
  *        state for WSLEEP; writer sets wait_for and WSLEEP, F = heavy fence, re-reads the
  *        slot before sleeping. The inline path's plain undo of a publish has no C: the
@@ -122,7 +149,12 @@
  *   Unbiased reads and all writes are ordered by lk->rw's own labels (R1/R2, W1/W2, ...).
  *
  * COSTS. Biased read lock+unlock: ~10 instructions each inline, all on the thread's own
- * line and the lock's read-mostly state line. Unbiased: the inline slot push and tag plus
+ * line and the lock's read-mostly state line. Fenced: the same plus one exchange on the
+ * thread's own line and a second load of state; every RM_REARM_READS-th goes out of line
+ * for a clock read. Fenced write: kl_rwlock's write pair, one seq_cst RMW on the state
+ * line, two clock reads, and the scan of every thread record - the one cost here that
+ * grows with the threads, paid only while writes are more than RM_FENCED_MULT times a
+ * scan apart (so at most about half the time; closer writes go unbiased and scan nothing). Unbiased: the inline slot push and tag plus
  * kl_rwlock's counted entry (one CAS; the unlock one fetch-sub, without the kl_rwlock's
  * look at its own biased slot), or else its inline read; every RM_REARM_READS-th, and
  * every one of a KL_RM_RECURSE lock, goes out of line. Write on an unbiased lock:
