@@ -31,7 +31,7 @@
  *             seq_cst RMW: no membarrier), drains the slots, and keeps WRITER until its
  *             unlock (M4). Readers that meet WRITER wait for M4 (up to
  *             RM_FENCED_SPIN_NS), then queue on lk->rw.
- *   UNBIASED  (KL_RM_S_UNBIASED set): readers and writers are lk->rw's.
+ *   UNBIASED  (KL_RM_S_UNBIASED alone): readers and writers are lk->rw's.
  * POLICY (BRAVO, Dice & Kogan, USENIX ATC 2019, applied to each rung). Down: the revoking
  * writer measures the revocation (membarrier + scan + waiting for the biased readers it
  * found), cost C, and sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT
@@ -62,9 +62,11 @@
  *                           M3 to M4 (it holds lk->rw): biased and fenced readers back out
  *   bit 1  KL_RM_S_WSLEEP   the draining writer sleeps on lk->wseq waiting for the reader
  *                           record in lk->wait_for
- *   bit 2  KL_RM_S_FENCED   readers publish with B' and writers scan without membarrier
- *                           (set by a revocation or a re-arm, cleared by a dense fenced
- *                           write or a re-arm to biased)
+ *   bit 2  (with bit 3: the state KL_RM_S_FENCED) readers publish with B' and writers
+ *                           scan without membarrier (set by a revocation or a re-arm,
+ *                           cleared by a dense fenced write or a re-arm to biased); never
+ *                           without bit 3, so that inline code that predates the mode
+ *                           sees a lock that is not biased and goes out of line
  *   bit 3  KL_RM_S_UNBIASED the lock is lk->rw alone (set by a dense fenced write or,
  *                           without membarrier, by the first write; cleared only by a
  *                           re-arming reader that holds lk->rw shared)
@@ -692,9 +694,10 @@ static bool rm_read_biased(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_
 {
 	uint32_t s;
 
-	if (!kli_fence_asym ||
-	    (atomic_load_explicit(&lk->state, memory_order_relaxed) &
-	     (KL_RM_S_WRITER | KL_RM_S_UNBIASED)))
+	if (!kli_fence_asym)
+		return false;
+	s = atomic_load_explicit(&lk->state, memory_order_relaxed);
+	if (s != 0 && s != KL_RM_S_FENCED)
 		return false;
 	*idx = rm_push(r, (uintptr_t)lk);
 	if (*idx == 0)
@@ -706,7 +709,7 @@ static bool rm_read_biased(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_
 		atomic_exchange_explicit(&r->slot[*idx], (uintptr_t)lk, memory_order_seq_cst);
 		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1, M4 */
 	}
-	if (kl_likely(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)))) {
+	if (kl_likely(s == 0 || s == KL_RM_S_FENCED)) {
 		if (s == KL_RM_S_FENCED)
 			rm_fenced_look(lk, r);
 		return true;
@@ -767,7 +770,7 @@ static bool rm_read_fenced_wait(struct kl_rmlock *lk, struct kli_thread *self, u
 	kli_spin_start(&sp, RM_FENCED_SPIN_NS);
 	for (;;) {
 		if ((s & ~KL_RM_S_WSLEEP) != (KL_RM_S_WRITER | KL_RM_S_FENCED)) {
-			if (s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED))
+			if (s != 0 && s != KL_RM_S_FENCED)
 				return false;
 			if (rm_read_biased(lk, &self->rm, idx))
 				return true;
@@ -1047,7 +1050,7 @@ void kl_rmlock_write_lock(struct kl_rmlock *lk)
 	rm_count_write(lk); /* before a revocation, which starts its window from it */
 	/* M2: relaxed; the kl_rwlock orders it after every re-arm (M1) */
 	s = atomic_load_explicit(&lk->state, memory_order_relaxed);
-	if (kl_unlikely(!(s & KL_RM_S_UNBIASED)))
+	if (kl_unlikely(s != KL_RM_S_UNBIASED))
 		(void)rm_revoke(lk, s, false, KLI_SITE());
 	kli_hook_acquired(lk, KLI_KIND_RMLOCK, 0, KLI_SITE());
 }
@@ -1063,8 +1066,8 @@ bool kl_rmlock_write_trylock(struct kl_rmlock *lk)
 	ok = kl_rwlock_write_trylock(&lk->rw);
 	if (ok)
 		rm_count_write(lk);
-	if (ok && !((s = atomic_load_explicit(&lk->state, memory_order_relaxed)) &
-		    KL_RM_S_UNBIASED) && /* M2 */
+	if (ok && (s = atomic_load_explicit(&lk->state, memory_order_relaxed)) !=
+		    KL_RM_S_UNBIASED && /* M2 */
 	    !rm_revoke(lk, s, true, KLI_SITE())) {
 		kl_rwlock_write_unlock(&lk->rw);
 		ok = false;

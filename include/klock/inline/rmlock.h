@@ -16,8 +16,11 @@
 /* Lock state bits (private; here because the inline fast path tests them). */
 #define KL_RM_S_WRITER 0x1u   /* a writer is revoking the bias (draining biased readers) */
 #define KL_RM_S_WSLEEP 0x2u   /* the draining writer sleeps: read_unlock must look */
-#define KL_RM_S_FENCED 0x4u   /* readers publish their slot with a full barrier; writers
-				 * announce themselves and scan, with no membarrier */
+/* Fenced: readers publish their slot with a full barrier; writers announce themselves
+ * and scan, with no membarrier. A state value, not a bit: bit 2 with UNBIASED, so that
+ * inline code built before this mode, which reads UNBIASED as "not biased" and anything
+ * but UNBIASED alone as "go out of line", never admits a reader without the barrier. */
+#define KL_RM_S_FENCED 0xcu
 #define KL_RM_S_UNBIASED 0x8u /* readers and writers run the embedded kl_rwlock alone */
 /* A thread's slot naming a lock with this bit set is a hold of the lock's embedded
  * kl_rwlock (taken while the lock was unbiased), not a biased hold (private). */
@@ -106,8 +109,9 @@ static inline bool kl_rmlock_read_fenced_inline(struct kl_rmlock *lk, struct kl_
 		return false;
 	r->unbiased_left--;
 	atomic_exchange_explicit(&r->slot[d], (uintptr_t)lk, memory_order_seq_cst); /* B' */
-	return !(atomic_load_explicit(&lk->state, memory_order_acquire) & /* M1, M4 */
-		 (KL_RM_S_WRITER | KL_RM_S_UNBIASED));
+	uint32_t s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1, M4 */
+
+	return s == KL_RM_S_FENCED || s == 0;
 }
 
 /*
@@ -130,8 +134,7 @@ static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm
 		atomic_store_explicit(&r->slot[d + 1], (uintptr_t)lk, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* B: light half, pairs with D */
 		s = atomic_load_explicit(&lk->state, memory_order_acquire); /* M1 */
-		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED | KL_RM_S_FENCED)),
-				     1))
+		if (__builtin_expect(!(s & (KL_RM_S_WRITER | KL_RM_S_UNBIASED)), 1))
 			return;
 		if (s == KL_RM_S_UNBIASED) {
 			kl_rmlock_read_unbiased_inline(lk, tr, r, d + 1);
