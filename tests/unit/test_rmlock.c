@@ -506,12 +506,19 @@ static void test_rmlock_modes_step_down_when_written_and_climb_back_when_not(voi
 	kl_rmlock_write_unlock(&lk);
 	assert_int_equal(atomic_load(&lk.state), KL_RM_S_FENCED);
 	assert_int_equal(revocations(&lk), 1);
-	read_with_one_look(&lk); /* a fenced read; its look finds the window open */
+	atomic_store(&lk.rearm_at, UINT64_MAX); /* the window is open */
+	read_with_one_look(&lk); /* a fenced read */
 	assert_int_equal(atomic_load(&lk.state), KL_RM_S_FENCED);
 	for (w = 0; w < 100 && atomic_load(&lk.state) == KL_RM_S_FENCED; w++) {
-		kl_rmlock_write_lock(&lk); /* inside the last write's window */
+		/* inside the last write's window: its end, on the lock's 16-bit clock of
+		 * 256 ns units (CLOCK_MONOTONIC), is put 4 ms ahead */
+		uint16_t ahead = (uint16_t)(((uint64_t)klt_now_ns() >> 8) + 0x4000u);
+
+		atomic_store(&lk.fenced_until, ahead | 1u);
+		kl_rmlock_write_lock(&lk);
 		kl_rmlock_write_unlock(&lk);
 	}
+	assert_int_equal(w, 1);
 	assert_int_equal(atomic_load(&lk.state), KL_RM_S_UNBIASED);
 	atomic_store(&lk.rearm_at, 0);
 	read_with_one_look(&lk);
