@@ -154,19 +154,19 @@
  * line and the lock's read-mostly state line. Fenced: the same plus one exchange on the
  * thread's own line and a second load of state; every RM_REARM_READS-th goes out of line
  * for a clock read. Fenced write: kl_rwlock's write pair, one seq_cst RMW on the state
- * line, two clock reads, and the scan of every thread record - the one cost here that
- * grows with the threads, paid only while writes are more than RM_FENCED_MULT times a
- * scan apart (so at most about half the time; closer writes go unbiased and scan
- * nothing). Unbiased: the inline slot push and tag plus kl_rwlock's counted entry (one CAS; the unlock one fetch-sub, without the kl_rwlock's
- * look at its own biased slot), or else its inline read; every RM_REARM_READS-th, and
- * every one of a KL_RM_RECURSE lock, goes out of line. Write on an unbiased lock:
- * kl_rwlock's write pair plus a load of state and the write count. Revoking write: one
- * membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan of 14 words per
- * thread record ever created, a second pass when readers were found, two clock reads.
- * The lock is 112 bytes on LP64, 40 of them the embedded kl_rwlock, whose word names the
- * writer (its size before: docs/results.md, "Figures behind the theory blocks"). Its
- * first 64 bytes are what biased readers read; the write count and the fenced window sit
- * by the kl_rwlock, in what was padding (the size did not change).
+ * line, two clock reads, and the scan of every thread record - the one cost here that grows
+ * with the threads, paid only while writes are more than RM_FENCED_MULT times a scan apart
+ * (so at most about half the time; closer writes go unbiased and scan nothing). Unbiased:
+ * the inline slot push and tag plus kl_rwlock's counted entry (one CAS; the unlock one
+ * fetch-sub, without the kl_rwlock's look at its own biased slot), or else its inline read;
+ * every RM_REARM_READS-th, and every one of a KL_RM_RECURSE lock, goes out of line. Write
+ * on an unbiased lock: kl_rwlock's write pair plus a load of state and the write count.
+ * Revoking write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan
+ * of 14 words per thread record ever created, a second pass when readers were found, two
+ * clock reads. The lock is 112 bytes on LP64, 40 of them the embedded kl_rwlock, whose word
+ * names the writer (its size before: docs/results.md, "Figures behind the theory blocks").
+ * Its first 64 bytes are what biased readers read; the write count and the fenced window
+ * sit by the kl_rwlock, in what was padding (the size did not change).
  *
  * LIMITS. Depth beyond KL_RM_SLOTS uses holds of lk->rw noted in the thread's rm_ovf list,
  * and cannot be admitted as a KL_RM_RECURSE re-entry. Not async-signal-safe. A thread that
