@@ -752,7 +752,8 @@ static bool rm_read_rw(struct kl_rmlock *lk, struct kli_thread *self, bool try,
 	return true;
 }
 
-/* A fenced or revoking writer is inside (WRITER | FENCED): rather than queue behind the
+/* A fenced or revoking writer is inside (WRITER | FENCED), and the caller may wait (not a
+ * trylock, which goes on to the kl_rwlock's and fails there): rather than queue behind the
  * kl_rwlock, wait up to RM_FENCED_SPIN_NS for the lock to admit fenced or biased readers
  * again (M4), as ck_brlock's readers do, and enter so (*@idx: the slot). First C and a look
  * for the writer asleep on a publish the inline path undid (as rm_read_rw()). False when
@@ -793,7 +794,7 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 	if (!rm_check_read(lk, self, site))
 		return false;
 	if (!((lk->flags & KL_RM_RECURSE) && rm_read_reenter(lk, r, &idx)) &&
-	    !rm_read_biased(lk, r, &idx) && !rm_read_fenced_wait(lk, self, &idx) &&
+	    !rm_read_biased(lk, r, &idx) && !(!try && rm_read_fenced_wait(lk, self, &idx)) &&
 	    !rm_read_rw(lk, self, try, &idx))
 		return false;
 	rm_tracker_set(tr, lk, self, idx);
