@@ -88,6 +88,39 @@ int kli_wait_realtime(const _Atomic uint32_t *addr, uint32_t expected,
 uint64_t kli_ns_to_cycles(uint64_t ns);
 uint64_t kli_cycles_to_ns(uint64_t cycles);
 
+/* A window's end kept in 16 bits (kl_rwlock's bias_at, kl_rmlock's fenced_until): the end,
+ * on a clock of 256 ns units taken from any monotonic nanosecond count (it wraps every
+ * 16.8 ms; only differences matter); 0 = no window. An end more than KLI_WIN16_MAX units
+ * ahead is a stale value the clock wrapped past: that window is over. */
+#define KLI_WIN16_SHIFT 8
+#define KLI_WIN16_MAX 0x7fffu
+
+static inline uint16_t kli_win16_clock(uint64_t now_ns)
+{
+	return (uint16_t)(now_ns >> KLI_WIN16_SHIFT);
+}
+
+/* The end of a window of @len_ns that starts at @now_ns: never 0, at most about 8.4 ms
+ * ahead (KLI_WIN16_MAX units, so that a capped window still reads as open). */
+static inline uint16_t kli_win16_end(uint64_t now_ns, uint64_t len_ns)
+{
+	uint64_t units = len_ns >> KLI_WIN16_SHIFT;
+	uint16_t at;
+
+	if (units > KLI_WIN16_MAX - 1u)
+		units = KLI_WIN16_MAX - 1u;
+	at = (uint16_t)(kli_win16_clock(now_ns) + units + 1u);
+	return at != 0 ? at : 1u;
+}
+
+/* Is the window that ends at @at still open at @now_ns? */
+static inline bool kli_win16_open(uint16_t at, uint64_t now_ns)
+{
+	uint16_t left = (uint16_t)(at - kli_win16_clock(now_ns));
+
+	return at != 0 && left != 0 && left <= KLI_WIN16_MAX;
+}
+
 /* ---- reporting (locks/instruments/report.c) ---------------------------------------------------- */
 
 /*

@@ -76,8 +76,8 @@
  *   also reports that completed stretch to the seam (kli_hook_rearmed: lockstat);
  *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
  *   reader that found writes inside an expired window, and rearm_at by a re-arm to fenced
- *   before its CAS (relaxed: a lost update only shifts the window); fenced_until (16 bits
- *   of a 256 ns clock, 0 = none) and fenced_cost (64 ns units): by fenced writers.
+ *   before its CAS (relaxed: a lost update only shifts the window); fenced_until (a 16-bit
+ *   window end, kli_win16_*) and fenced_cost (64 ns units): by fenced writers.
  *   lk->rw      the embedded kl_rwlock (locks/primitives/rwlock.c's theory block); its word names the
  *   writer by owner id (one thread lifetime, so a lock write-held by a thread that
  *   exited is nobody's): kl_rmlock_wowned() and the debug checks ask it.
@@ -226,13 +226,8 @@ _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the al
  * lock goes back to fenced after a write-free window of the same multiple. Writes then
  * spend at most about 1/(N+1) of the time scanning (kl_rwlock's reader bias uses 3). */
 #define RM_FENCED_MULT 1u
-/* fenced_until's clock: kli_now_ns() >> this (256 ns units, 16 bits). */
-#define RM_FENCED_CLOCK_SHIFT 8
 /* fenced_cost's unit: ns >> this (64 ns; 16 bits hold up to 4 ms). */
 #define RM_FENCED_COST_SHIFT 6
-/* Longest fenced window, in fenced_until units (about 8.4 ms): further ahead than this is
- * a stale value the 16-bit clock wrapped past. */
-#define RM_FENCED_WINDOW_MAX 0x7fffu
 
 /* Every thread's kl_rm_self until its first out-of-line read (and always without
  * membarrier): depth == KL_RM_SLOTS and slot[KL_RM_SLOTS] == 0 fail both inline tests,
@@ -959,16 +954,12 @@ static void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
 static void rm_fenced_done(struct kl_rmlock *lk, uint64_t t0)
 {
 	uint64_t now = kli_now_ns(), cost = now - t0;
-	uint16_t at = atomic_load_explicit(&lk->fenced_until, memory_order_relaxed);
-	uint16_t left = (uint16_t)(at - (uint16_t)(t0 >> RM_FENCED_CLOCK_SHIFT));
-	uint64_t units = (cost * RM_FENCED_MULT >> RM_FENCED_CLOCK_SHIFT) + 1u;
 	uint64_t c64 = cost >> RM_FENCED_COST_SHIFT;
-	bool dense = at != 0 && left != 0 && left <= RM_FENCED_WINDOW_MAX;
+	bool dense = kli_win16_open(atomic_load_explicit(&lk->fenced_until, memory_order_relaxed),
+				    t0);
 
-	if (units > RM_FENCED_WINDOW_MAX)
-		units = RM_FENCED_WINDOW_MAX;
-	at = (uint16_t)((now >> RM_FENCED_CLOCK_SHIFT) + units);
-	atomic_store_explicit(&lk->fenced_until, at != 0 ? at : 1u, memory_order_relaxed);
+	atomic_store_explicit(&lk->fenced_until, kli_win16_end(now, cost * RM_FENCED_MULT),
+			      memory_order_relaxed);
 	atomic_store_explicit(&lk->fenced_cost, c64 < UINT16_MAX ? (uint16_t)c64 : UINT16_MAX,
 			      memory_order_relaxed);
 	if (!dense) {

@@ -54,11 +54,6 @@
 #define RW_BIAS_OFF 0xfffffffeu
 /* KLOCK_RW_BIAS accepts multiples up to this. */
 #define RW_BIAS_MULT_MAX 1000ul
-/* bias_at's clock: kli_cycles_to_ns(cycles) >> this (256 ns units, 16 bits). */
-#define RW_BIAS_CLOCK_SHIFT 8
-/* Longest inhibition, in bias_at units (about 8.4 ms): a bias_at further ahead than this is
- * a stale value the 16-bit clock wrapped past, and no longer inhibits. */
-#define RW_BIAS_WINDOW_MAX 0x7fffu
 /* A revoking writer polls a published hold this long before it sleeps until woken. */
 #define RW_BIAS_SPIN_NS KLI_STALL_NS
 /* A slot value no lock has (locks are aligned): the shared row is full of it. */
@@ -94,9 +89,10 @@ void kli_rw_bias_global_init(void)
 	kli_thread_on_exit(rw_bias_thread_exit);
 }
 
-static inline uint16_t rw_bias_clock(void)
+/* bias_at's clock: the cycle counter in nanoseconds (kli_win16_*, kl_internal.h). */
+static inline uint64_t rw_bias_now(void)
 {
-	return (uint16_t)(kli_cycles_to_ns(kl_arch_cycles()) >> RW_BIAS_CLOCK_SHIFT);
+	return kli_cycles_to_ns(kl_arch_cycles());
 }
 
 /* The inhibit multiple: RW_BIAS_INHIBIT_MULT, or KLOCK_RW_BIAS=N (read once; "off": no
@@ -123,10 +119,8 @@ static unsigned rw_bias_mult(void)
 /* May readers be biased again? (bias_at: 0 = never revoked; a hint, relaxed.) */
 static bool rw_bias_due(const struct kl_rwlock *rw)
 {
-	uint16_t at = atomic_load_explicit(&rw->bias_at, memory_order_relaxed);
-	uint16_t left = (uint16_t)(at - rw_bias_clock());
-
-	return at == 0 || left == 0 || left > RW_BIAS_WINDOW_MAX;
+	return !kli_win16_open(atomic_load_explicit(&rw->bias_at, memory_order_relaxed),
+			       rw_bias_now());
 }
 
 /* A reader that holds @rw counted, and lost a race for the word to another reader: the
@@ -194,16 +188,11 @@ static int rw_bias_drain(struct kl_rwlock *rw, _Atomic uintptr_t *slot,
 	return 0;
 }
 
-/* Inhibits the bias for the multiple of a revocation that took @ns. */
+/* Inhibits the bias for the multiple of a revocation that took @ns (at most about 8.4 ms). */
 static void rw_bias_inhibit(struct kl_rwlock *rw, uint64_t ns)
 {
-	uint64_t units = ns * rw_bias_mult() >> RW_BIAS_CLOCK_SHIFT;
-	uint16_t at;
-
-	if (units > RW_BIAS_WINDOW_MAX)
-		units = RW_BIAS_WINDOW_MAX;
-	at = (uint16_t)(rw_bias_clock() + units + 1u);
-	atomic_store_explicit(&rw->bias_at, at != 0 ? at : 1u, memory_order_relaxed);
+	atomic_store_explicit(&rw->bias_at, kli_win16_end(rw_bias_now(), ns * rw_bias_mult()),
+			      memory_order_relaxed);
 }
 
 /*
