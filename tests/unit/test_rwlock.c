@@ -1256,10 +1256,29 @@ static void test_rwlock_second_read_hold_is_counted(void **state)
 	assert_int_equal(actor_once(OP_TRY_WRITE), 0);
 }
 
+/* A 16-bit window (the bias's inhibit window) that was capped at its longest still reads
+ * as open when it starts, and is over once its length has passed; a short one too. (The
+ * capped end once landed one unit past the longest, where a window reads as stale.) */
+static void test_rwlock_bias_window_capped_at_its_longest_still_inhibits(void **state)
+{
+	const uint64_t unit = 1ull << KLI_WIN16_SHIFT, now = 1000000 * unit;
+	uint16_t capped = kli_win16_end(now, UINT64_C(1) << 40); /* far past the cap */
+	uint16_t shortw = kli_win16_end(now, 10 * unit);
+
+	(void)state;
+	assert_true(kli_win16_open(capped, now));
+	assert_true(kli_win16_open(capped, now + (KLI_WIN16_MAX - 1) * unit));
+	assert_false(kli_win16_open(capped, now + (KLI_WIN16_MAX + 1) * unit));
+	assert_true(kli_win16_open(shortw, now + 10 * unit));
+	assert_false(kli_win16_open(shortw, now + 11 * unit));
+	assert_false(kli_win16_open(0, now)); /* no window */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rwlock_readers_share),
+		cmocka_unit_test(test_rwlock_bias_window_capped_at_its_longest_still_inhibits),
 		cmocka_unit_test(test_rwlock_writers_exclude_everyone),
 		cmocka_unit_test(test_rwlock_trylock_semantics),
 		cmocka_unit_test(test_rwlock_timedlock_times_out_never_early),
