@@ -230,7 +230,8 @@ bool kli_preload_unlock_misuse(const void *lock, bool foreign, const void *site)
  * only. Points: "rwlock.read_sleep.checked" (a counted reader, after its grant check,
  * before its last look at the word); "rwlock.read_sleep.woken" (a counted reader back
  * from its wait, before it marks the futex value again); "rwlock.write_sleep.counted" (a writer counted
- * asleep, before it reads its futex word and takes its last look). */
+ * asleep, before it reads its futex word and takes its last look); "rmlock.rearm.moved" (a
+ * reader that just moved a kl_rmlock one step up, from unbiased or fenced). */
 typedef void (*kli_test_hook_fn)(const char *point);
 extern _Atomic(kli_test_hook_fn) kli_test_hook;
 

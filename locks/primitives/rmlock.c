@@ -374,6 +374,7 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_
 	if (!atomic_compare_exchange_strong_explicit(&lk->state, &s, up, memory_order_release,
 						     memory_order_relaxed))
 		return;
+	kli_test_point("rmlock.rearm.moved");
 	if (up == 0) {
 		uint64_t stretch =
 			now - atomic_load_explicit(&lk->unbiased_at, memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include <klock/rmlock.h>
 #include <klock/fence.h>
 #include "kltest.h"
+#include "kl_internal.h"
 #include "park.h"
 
 /* Every test must finish well inside this (a deadlock fails fast instead of hanging). */
@@ -510,11 +511,10 @@ static void test_rmlock_modes_step_down_when_written_and_climb_back_when_not(voi
 	read_with_one_look(&lk); /* a fenced read */
 	assert_int_equal(atomic_load(&lk.state), KL_RM_S_FENCED);
 	for (w = 0; w < 100 && atomic_load(&lk.state) == KL_RM_S_FENCED; w++) {
-		/* inside the last write's window: its end, on the lock's 16-bit clock of
-		 * 256 ns units (CLOCK_MONOTONIC), is put 4 ms ahead */
-		uint16_t ahead = (uint16_t)(((uint64_t)klt_now_ns() >> 8) + 0x4000u);
-
-		atomic_store(&lk.fenced_until, ahead | 1u);
+		/* inside the last write's window: its end is put 4 ms ahead (the lock's clock
+		 * is CLOCK_MONOTONIC's, as klt_now_ns()) */
+		atomic_store(&lk.fenced_until,
+			     kli_win16_end((uint64_t)klt_now_ns(), 4 * KLT_NSEC_PER_SEC / 1000));
 		kl_rmlock_write_lock(&lk);
 		kl_rmlock_write_unlock(&lk);
 	}
@@ -528,6 +528,44 @@ static void test_rmlock_modes_step_down_when_written_and_climb_back_when_not(voi
 	read_with_one_look(&lk);
 	assert_true(biased(&lk));
 	assert_int_equal(revocations(&lk), 1);
+	assert_int_equal(kl_rmlock_destroy(&lk), 0);
+}
+
+/* Seen at the moment a reader moves the lock up (the test point right after its CAS). */
+static struct kl_rmlock *moved_lock;
+static _Atomic uint64_t moved_rearm_at;
+
+static void note_rearm_at(const char *point)
+{
+	if (strcmp(point, "rmlock.rearm.moved") == 0)
+		atomic_store(&moved_rearm_at, atomic_load(&moved_lock->rearm_at));
+}
+
+/* A move from unbiased to fenced carries the next window (the membarrier's) with it: it is
+ * in place when the move is, so a fenced reader that sees the move cannot re-arm the bias
+ * on the window of the rung below (the store once came after the move, and a membarrier
+ * followed every millisecond at 0.1% writes). */
+static void test_rmlock_move_to_fenced_carries_the_next_window(void **state)
+{
+	static struct kl_rmlock lk;
+	int64_t before;
+
+	(void)state;
+	if (!kl_fence_asymmetric())
+		skip(); /* no membarrier: never fenced */
+	assert_int_equal(kl_rmlock_init(&lk, 0), 0);
+	kl_rmlock_write_lock(&lk); /* revokes: fenced, with a membarrier's cost on record */
+	kl_rmlock_write_unlock(&lk);
+	atomic_store(&lk.state, KL_RM_S_UNBIASED); /* no reader: as a dense write */
+	atomic_store(&lk.rearm_at, 0);              /* the unbiased window has passed */
+	moved_lock = &lk;
+	atomic_store(&moved_rearm_at, 0);
+	before = klt_now_ns();
+	atomic_store(&kli_test_hook, note_rearm_at);
+	read_with_one_look(&lk);
+	atomic_store(&kli_test_hook, NULL);
+	assert_int_equal(atomic_load(&lk.state), KL_RM_S_FENCED);
+	assert_true(atomic_load(&moved_rearm_at) > (uint64_t)before);
 	assert_int_equal(kl_rmlock_destroy(&lk), 0);
 }
 
@@ -1063,6 +1101,7 @@ int main(void)
 		T(test_rmlock_writes_inside_the_window_keep_the_lock_unbiased),
 		T(test_rmlock_bias_returns_after_writes_stop),
 		T(test_rmlock_modes_step_down_when_written_and_climb_back_when_not),
+		T(test_rmlock_move_to_fenced_carries_the_next_window),
 		T(test_rmlock_without_membarrier_stays_unbiased),
 		T(test_rmlock_new_readers_wait_behind_a_waiting_writer),
 		T(test_rmlock_recursion_passes_a_waiting_writer_only_with_the_flag),
