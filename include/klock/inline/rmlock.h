@@ -117,12 +117,13 @@ static inline bool kl_rmlock_read_fenced_inline(struct kl_rmlock *lk, struct kl_
 /*
  * Push @lk on the thread's stack of read holds, then look at the state. The compiler
  * barrier between is B, the light half of the asymmetric pair B/D: D is the
- * membarrier(PRIVATE_EXPEDITED) a revoking writer issues after setting KL_RM_S_UNBIASED
+ * membarrier(PRIVATE_EXPEDITED) a revoking writer issues after announcing itself (M3)
  * and before scanning the slots, so either the writer sees this slot or this load sees
  * the revocation. The acquire load pairs with M1, the release of the re-arming reader
- * that made the lock biased (after the last writer). On an unbiased lock (no revocation
- * under way: the state is UNBIASED alone) kl_rmlock_read_unbiased_() turns the published
- * slot into a kl_rwlock read hold.
+ * that made the lock biased (after the last writer). A look that finds the lock fenced
+ * admits nothing by itself: a fenced writer issues no membarrier, so the slot is published
+ * again with B' (kl_rmlock_read_fenced_inline). On an unbiased lock (the state UNBIASED
+ * alone) kl_rmlock_read_unbiased_() turns the published slot into a kl_rwlock read hold.
  */
 static inline void kl_rmlock_read_lock_inline(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
