@@ -96,7 +96,8 @@ struct kl_rmlock {
 	/* Written by every writer: */
 	KL_ATOMIC(uint32_t) writes;    /* write acquisitions (wraps), bumped under the hold */
 	KL_ATOMIC(uint16_t) fenced_until; /* 256 ns clock: a fenced write before it is dense */
-	KL_ATOMIC(uint16_t) fenced_cost;  /* the last fenced write's announce and scan, 64 ns */
+	KL_ATOMIC(uint16_t) fenced_cost;  /* the run of dense fenced writes (low bits), the last
+					   * fenced write's announce and scan (64 ns) */
 	/* The unbiased mode, and every writer's exclusion: every writer takes it exclusive
 	 * (its word names the writer); unbiased readers take it shared (a thread's slot notes
 	 * such a hold with KL_RM_TAG_RW). Last, so that the lock's own address names the

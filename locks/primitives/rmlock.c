@@ -37,16 +37,20 @@
  * found), cost C, and sets rearm_at = end + N*C with N = KL_RM_INHIBIT_MULT
  * (KLOCK_RM_INHIBIT overrides it; capped at RM_INHIBIT_MAX_NS). A fenced writer measures
  * its own announce, scan and wait, cost c, and opens fenced_until = end + M*c (M =
- * RM_FENCED_MULT); a fenced write that begins before the last one's fenced_until sends the
- * lock UNBIASED (rearm_at = end + M*c). Up: every write bumps lk->writes. A reader holding
+ * RM_FENCED_MULT); a fenced write that begins before the last one's fenced_until is dense.
+ * Dense writes count a run up, the others count it down (never below 0): when the run
+ * reaches RM_FENCED_RUN, dense writes have outnumbered the others by that much, and the
+ * lock goes UNBIASED (rearm_at = end + M*c; the run starts again from 0). A single close
+ * pair, which random arrival times make common even at a low write rate, moves nothing.
+ * Up: every write bumps lk->writes. A reader holding
  * lk->rw shared (an unbiased one, or a fenced one that took it for the purpose, every
  * RM_REARM_READS reads) looks at the clock; past rearm_at it moves the lock one rung up
  * (M1: CAS UNBIASED -> FENCED, or FENCED -> 0) only if lk->writes has not moved since the
  * window opened, else it opens a new window (M*c to fenced, N*C to biased). So each rung
  * comes back only after a whole window without a write. BOUND: every revocation of cost C
  * is followed by at least N*C without one, so membarriers take at most 1/(N+1) of the run
- * time, at any write rate; fenced writes closer together than M times their cost stop
- * scanning, so scans take at most about 1/(M+1) of it. Without membarrier (fallback mode)
+ * time, at any write rate; once most fenced writes come closer together than M times
+ * their cost, writes stop scanning, so scans take at most about 1/(M+1) of it. Without membarrier (fallback mode)
  * readers never publish (kl_rm_self stays the dummy; rm_read_biased() refuses), the first
  * write switches the lock to UNBIASED for good, and no write counts as a revocation.
  *
@@ -77,7 +81,9 @@
  *   writes: bumped by every writer under the hold; rearm_writes and rearm_at also by a
  *   reader that found writes inside an expired window, and rearm_at by a re-arm to fenced
  *   before its CAS (relaxed: a lost update only shifts the window); fenced_until (a 16-bit
- *   window end, kli_win16_*) and fenced_cost (64 ns units): by fenced writers.
+ *   window end, kli_win16_*) and fenced_cost (the run of dense writes in its low
+ *   RM_FENCED_RUN_BITS, the last fenced write's cost in 64 ns units above): by fenced
+ *   writers.
  *   lk->rw      the embedded kl_rwlock (locks/primitives/rwlock.c's theory block); its word names the
  *   writer by owner id (one thread lifetime, so a lock write-held by a thread that
  *   exited is nobody's): kl_rmlock_wowned() and the debug checks ask it.
@@ -155,8 +161,8 @@
  * thread's own line and a second load of state; every RM_REARM_READS-th goes out of line
  * for a clock read. Fenced write: kl_rwlock's write pair, one seq_cst RMW on the state
  * line, two clock reads, and the scan of every thread record - the one cost here that grows
- * with the threads, paid only while writes are more than RM_FENCED_MULT times a scan apart
- * (so at most about half the time; closer writes go unbiased and scan nothing). Unbiased:
+ * with the threads, paid only while most writes are more than RM_FENCED_MULT times a scan
+ * apart (so at most about half the time; closer writes go unbiased and scan nothing). Unbiased:
  * the inline slot push and tag plus kl_rwlock's counted entry (one CAS; the unlock one
  * fetch-sub, without the kl_rwlock's look at its own biased slot), or else its inline read;
  * every RM_REARM_READS-th, and every one of a KL_RM_RECURSE lock, goes out of line. Write
@@ -222,12 +228,22 @@ _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the al
 /* KLOCK_RM_INHIBIT accepts multiples up to this. */
 #define RM_INHIBIT_MULT_MAX 100000ul
 /* A fenced write that begins less than this many times the last fenced write's cost (its
- * announce, scan and wait) after that write ended sends the lock unbiased; an unbiased
- * lock goes back to fenced after a write-free window of the same multiple. Writes then
- * spend at most about 1/(N+1) of the time scanning (kl_rwlock's reader bias uses 3). */
+ * announce, scan and wait) after that write ended is dense; an unbiased lock goes back to
+ * fenced after a write-free window of the same multiple. Writes then spend at most about
+ * 1/(N+1) of the time scanning (kl_rwlock's reader bias uses 3). */
 #define RM_FENCED_MULT 1u
-/* fenced_cost's unit: ns >> this (64 ns; 16 bits hold up to 4 ms). */
+/* Dense fenced writes, net of the sparse ones, that send the lock unbiased: with writes
+ * arriving at random, one write in three lands close to the last even when writes fill
+ * a fifth of the time, so a lone close pair is no sign of density. */
+#define RM_FENCED_RUN 3u
+/* fenced_cost's low bits hold the run (up to RM_FENCED_RUN). */
+#define RM_FENCED_RUN_BITS 2
+#define RM_FENCED_RUN_MASK ((1u << RM_FENCED_RUN_BITS) - 1)
+/* fenced_cost's cost unit: ns >> this (64 ns; the 14 bits above the run hold up to 1 ms). */
 #define RM_FENCED_COST_SHIFT 6
+/* The longest cost fenced_cost holds, in its unit. */
+#define RM_FENCED_COST_MAX (UINT16_MAX >> RM_FENCED_RUN_BITS)
+_Static_assert(RM_FENCED_RUN <= RM_FENCED_RUN_MASK, "the run fits its bits");
 
 /* Every thread's kl_rm_self until its first out-of-line read (and always without
  * membarrier): depth == KL_RM_SLOTS and slot[KL_RM_SLOTS] == 0 fail both inline tests,
@@ -322,7 +338,8 @@ static uint64_t rm_window(const struct kl_rmlock *lk)
  * fenced multiple of the last fenced write's cost. */
 static uint64_t rm_fenced_window(const struct kl_rmlock *lk)
 {
-	return ((uint64_t)atomic_load_explicit(&lk->fenced_cost, memory_order_relaxed)
+	return ((uint64_t)(atomic_load_explicit(&lk->fenced_cost, memory_order_relaxed) >>
+			   RM_FENCED_RUN_BITS)
 		<< RM_FENCED_COST_SHIFT) * RM_FENCED_MULT;
 }
 
@@ -947,23 +964,40 @@ static void rm_revoked(struct kl_rmlock *lk, uint64_t t0, const void *site)
 	kli_hook_revoked(lk, KLI_KIND_RMLOCK, now - t0, site);
 }
 
+/* The run of dense fenced writes after one more fenced write, @dense or not (never below
+ * 0); RM_FENCED_RUN when the lock is to go unbiased. */
+static uint32_t rm_fenced_run(uint32_t run, bool dense)
+{
+	if (dense)
+		return run + 1;
+	return run > 0 ? run - 1 : 0;
+}
+
 /* A fenced write that began at @t0 has drained the fenced readers: if it began inside
- * the window the last fenced write opened (fenced_until), writes are too dense for
- * scanning, and the lock goes unbiased when this write ends (rearm_at: back to fenced
- * after rm_fenced_window() with no write); either way this write opens its own window,
+ * the window the last fenced write opened (fenced_until), it is dense, and counts the run
+ * up; else down. When the run reaches RM_FENCED_RUN, writes are too dense for scanning,
+ * and the lock goes unbiased when this write ends (rearm_at: back to fenced after
+ * rm_fenced_window() with no write). Either way this write opens its own window,
  * RM_FENCED_MULT times its cost. Under the write hold; WRITER stays until the unlock. */
 static void rm_fenced_done(struct kl_rmlock *lk, uint64_t t0)
 {
 	uint64_t now = kli_now_ns(), cost = now - t0;
 	uint64_t c64 = cost >> RM_FENCED_COST_SHIFT;
-	bool dense = kli_win16_open(atomic_load_explicit(&lk->fenced_until, memory_order_relaxed),
-				    t0);
+	uint32_t run = atomic_load_explicit(&lk->fenced_cost, memory_order_relaxed) &
+		       RM_FENCED_RUN_MASK;
 
+	run = rm_fenced_run(run, kli_win16_open(atomic_load_explicit(&lk->fenced_until,
+								      memory_order_relaxed),
+						 t0));
 	atomic_store_explicit(&lk->fenced_until, kli_win16_end(now, cost * RM_FENCED_MULT),
 			      memory_order_relaxed);
-	atomic_store_explicit(&lk->fenced_cost, c64 < UINT16_MAX ? (uint16_t)c64 : UINT16_MAX,
+	if (c64 > RM_FENCED_COST_MAX)
+		c64 = RM_FENCED_COST_MAX;
+	atomic_store_explicit(&lk->fenced_cost,
+			      (uint16_t)(c64 << RM_FENCED_RUN_BITS |
+					 (run < RM_FENCED_RUN ? run : 0)),
 			      memory_order_relaxed);
-	if (!dense) {
+	if (run < RM_FENCED_RUN) {
 		atomic_store_explicit(&lk->state, KL_RM_S_WRITER | KL_RM_S_FENCED,
 				      memory_order_relaxed); /* clears WSLEEP */
 		return;
