@@ -209,8 +209,8 @@ KL_API bool kl_rmlock_wowned(const struct kl_rmlock *lk) KL_NONNULL(1);
 
 /* The inline read lock published @lk in the calling thread's top slot and found the lock
  * unbiased with no revocation under way: retag the slot KL_RM_TAG_RW and take the embedded
- * kl_rwlock shared (kl_rwlock's inline read), or undo and take the out-of-line path
- * (every RM_REARM_READS-th unbiased read looks at the re-arm clock; KL_RM_RECURSE locks).
+ * kl_rwlock shared (kl_rwlock's inline read), then, every RM_REARM_READS-th unbiased read,
+ * look at the re-arm clock; on a KL_RM_RECURSE lock, undo and take the out-of-line path.
  * Private. */
 KL_API void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 	KL_NONNULL(1, 2);

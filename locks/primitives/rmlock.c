@@ -219,9 +219,11 @@ _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the al
 #define RM_SPIN_NS 20000u
 /* kl_rm_tracker.magic while it describes a live hold ("rmtr"). */
 #define RM_TRACKER_MAGIC 0x726d7472u
-/* Unbiased reads a thread makes between two looks at the re-arm clock: a clock read
- * costs about two unbiased reads, so this keeps it under 2% of an unbiased read. */
-#define RM_REARM_READS 64u
+/* Fenced or unbiased reads a thread makes between two looks at the re-arm clock: a look
+ * costs a clock read and, from the fenced mode, a read out of line, together about ten
+ * fenced reads, so this keeps it near 4% of a read. A look that comes this many reads
+ * late moves the lock up a few microseconds late; the windows it closes are not shortened. */
+#define RM_REARM_READS 256u
 /* Longest inhibit window: a revocation stretched by a preemption must not keep the lock
  * unbiased for seconds (100 ms is 10^4 membarriers on a quiet host). */
 #define RM_INHIBIT_MAX_NS 100000000ull
@@ -816,24 +818,27 @@ static KL_NOINLINE bool rm_read_slow(struct kl_rmlock *lk, struct kl_rm_tracker 
 
 /* klock/rmlock.h's inline read lock pushed @lk on the caller's stack (the top slot, plain)
  * and then found the state UNBIASED alone, and its own copy of the common case below
- * (kl_rmlock_read_unbiased_inline) did not apply. The common case: retag the slot (E), C and a
- * look for a revoking writer that may have gone to sleep on it while it named the lock
- * (one that began after our look, once a re-arm made the lock biased again), then
- * kl_rwlock's inline read. Else undo and take the whole out-of-line path. */
+ * (kl_rmlock_read_unbiased_inline) did not apply: a look at the re-arm clock is due, the
+ * kl_rwlock's word turned it away, or a writer may sleep. Retag the slot (E), C and a look
+ * for a revoking writer that may have gone to sleep on it while it named the lock (one
+ * that began after our look, once a re-arm made the lock biased again), then kl_rwlock's
+ * inline read; holding that, look at the re-arm clock if it is due. KL_RM_RECURSE: undo
+ * and take the whole out-of-line path. */
 void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 {
 	struct kl_rm_reader *r = kl_rm_self;
 	uint32_t d = r->depth;
 
-	if (kl_likely(r->unbiased_left != 0 && !(lk->flags & KL_RM_RECURSE))) {
+	if (kl_likely(!(lk->flags & KL_RM_RECURSE))) {
 		atomic_store_explicit(&r->slot[d], (uintptr_t)lk | RM_TAG_RW,
 				      memory_order_release); /* E */
 		kli_fence_light(); /* C: pairs with F in rm_wait_slot() */
 		if (kl_unlikely(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 				KL_RM_S_WSLEEP))
 			rm_wake_writer(lk, (uintptr_t)r);
-		r->unbiased_left--;
 		kl_rwlock_read_lock(&lk->rw);
+		if (atomic_load_explicit(&lk->state, memory_order_relaxed) == KL_RM_S_UNBIASED)
+			rm_maybe_rearm(lk, r, KL_RM_S_UNBIASED); /* counts this read down */
 		return;
 	}
 	atomic_store_explicit(&r->slot[d], 0, memory_order_relaxed);
