@@ -234,9 +234,9 @@ _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the al
  * fenced after a write-free window of the same multiple. Writes then spend at most about
  * 1/(N+1) of the time scanning (kl_rwlock's reader bias uses 3). */
 #define RM_FENCED_MULT 1u
-/* Dense fenced writes, net of the sparse ones, that send the lock unbiased: with writes
- * arriving at random, one write in three lands close to the last even when writes fill
- * a fifth of the time, so a lone close pair is no sign of density. */
+/* Dense fenced writes, net of the sparse ones, that send the lock unbiased: writes that
+ * arrive at random come in close pairs at any rate (one write in 14 at 1% writes, 2
+ * threads), so a lone close pair is no sign of density. */
 #define RM_FENCED_RUN 3u
 /* fenced_cost's low bits hold the run (up to RM_FENCED_RUN). */
 #define RM_FENCED_RUN_BITS 2
