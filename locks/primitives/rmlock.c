@@ -42,15 +42,15 @@
  * reaches RM_FENCED_RUN, dense writes have outnumbered the others by that much, and the
  * lock goes UNBIASED (rearm_at = end + M*c; the run starts again from 0). A single close
  * pair, which random arrival times make common even at a low write rate, moves nothing.
- * Up: every write bumps lk->writes. A reader holding
- * lk->rw shared (an unbiased one, or a fenced one that took it for the purpose, every
- * RM_REARM_READS reads) looks at the clock; past rearm_at it moves the lock one rung up
- * (M1: CAS UNBIASED -> FENCED, or FENCED -> 0) only if lk->writes has not moved since the
- * window opened, else it opens a new window (M*c to fenced, N*C to biased). So each rung
- * comes back only after a whole window without a write. BOUND: every revocation of cost C
- * is followed by at least N*C without one, so membarriers take at most 1/(N+1) of the run
- * time, at any write rate; once most fenced writes come closer together than M times
- * their cost, writes stop scanning, so scans take at most about 1/(M+1) of it. Without membarrier (fallback mode)
+ * Up: every write bumps lk->writes. A reader holding lk->rw shared (an unbiased one, or a
+ * fenced one that took it for the purpose, every RM_REARM_READS reads) looks at the
+ * clock; past rearm_at it moves the lock one rung up (M1: CAS UNBIASED -> FENCED, or
+ * FENCED -> 0) only if lk->writes has not moved since the window opened, else it opens
+ * a new window (M*c to fenced, N*C to biased). So each rung comes back only after a whole
+ * window without a write. BOUND: every revocation of cost C is followed by at least N*C
+ * without one, so membarriers take at most 1/(N+1) of the run time, at any write rate;
+ * once most fenced writes come closer together than M times their cost, writes stop
+ * scanning, so scans take at most about 1/(M+1) of it. Without membarrier (fallback mode)
  * readers never publish (kl_rm_self stays the dummy; rm_read_biased() refuses), the first
  * write switches the lock to UNBIASED for good, and no write counts as a revocation.
  *
@@ -162,10 +162,11 @@
  * for a clock read. Fenced write: kl_rwlock's write pair, one seq_cst RMW on the state
  * line, two clock reads, and the scan of every thread record - the one cost here that grows
  * with the threads, paid only while most writes are more than RM_FENCED_MULT times a scan
- * apart (so at most about half the time; closer writes go unbiased and scan nothing). Unbiased:
- * the inline slot push and tag plus kl_rwlock's counted entry (one CAS; the unlock one
- * fetch-sub, without the kl_rwlock's look at its own biased slot), or else its inline read;
- * every RM_REARM_READS-th, and every one of a KL_RM_RECURSE lock, goes out of line. Write
+ * apart (so at most about half the time; closer writes go unbiased and scan nothing).
+ * Unbiased: the inline slot push and tag plus kl_rwlock's counted entry (one CAS; the
+ * unlock one fetch-sub, without the kl_rwlock's look at its own biased slot), or else its
+ * inline read; every RM_REARM_READS-th (to look at the clock, holding lk->rw), and every
+ * one of a KL_RM_RECURSE lock, goes out of line. Write
  * on an unbiased lock: kl_rwlock's write pair plus a load of state and the write count.
  * Revoking write: one membarrier (~0.5-30 us; it IPIs the CPUs running our threads), a scan
  * of 14 words per thread record ever created, a second pass when readers were found, two
