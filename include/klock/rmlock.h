@@ -34,8 +34,11 @@
  *                    hold, the inner acquisition waits for the writer) - as with FreeBSD
  *                    rmlocks without RM_RECURSE and Linux percpu-rwsems. Debug builds
  *                    report every nested read acquisition of a lock without the flag.
- *   KL_RM_SLEEPABLE  a revoking writer that waits for a biased reader sleeps instead of
- *                    spinning (capped backoff, then sched_yield). Every other wait is
+ *   KL_RM_SLEEPABLE  readers may sleep while they hold the lock: a writer waiting for one
+ *                    sleeps as soon as its spin ends. Without it, a writer that needs no
+ *                    membarrier (the lock is not biased) first naps in short timed sleeps
+ *                    for about a millisecond, so that a reader preempted for a moment
+ *                    costs no membarrier; then it sleeps too. Every other wait is
  *                    kl_rwlock's, with or without the flag: spin for a learnt budget,
  *                    then sleep; writer preference with a time-bounded hand-off to the
  *                    sleeping readers, so neither side starves (klock/rwlock.h).
@@ -69,7 +72,7 @@ KL_BEGIN_DECLS
 
 /* kl_rmlock_init() flags. */
 #define KL_RM_RECURSE 0x1u    /* read side may be re-entered while a writer waits */
-#define KL_RM_SLEEPABLE 0x2u  /* waiters sleep instead of spinning */
+#define KL_RM_SLEEPABLE 0x2u  /* readers may sleep inside: writers sleep, never nap */
 
 /* Read holds a thread keeps in its own record (one 128-byte block); more are holds of the
  * lock's embedded kl_rwlock. */
@@ -159,8 +162,8 @@ KL_API int kl_rmlock_init(struct kl_rmlock *lk, unsigned flags) KL_NONNULL(1);
 KL_API int kl_rmlock_destroy(struct kl_rmlock *lk) KL_NONNULL(1);
 
 /**
- * kl_rmlock_read_lock - take @lk shared. Blocks (spins or, with KL_RM_SLEEPABLE, sleeps)
- * while a writer holds or waits for the lock: writers are preferred, so readers cannot
+ * kl_rmlock_read_lock - take @lk shared. Blocks (spins, then sleeps) while a writer
+ * holds or waits for the lock: writers are preferred, so readers cannot
  * starve them. Recursion: see KL_RM_RECURSE. @tr must stay alive until the unlock. The
  * same thread must unlock. Deadlocks if the caller write-holds @lk (debug builds report).
  */

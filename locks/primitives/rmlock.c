@@ -57,9 +57,11 @@
  * Fairness. kl_rwlock's: writer preference (new readers defer to a waiting writer) with a
  * time-bounded hand-off to the sleeping readers, so neither side starves; writers among
  * themselves are not FIFO. A revocation turns new readers away to lk->rw, where they wait
- * behind the revoking writer. KL_RM_SLEEPABLE makes the revoking writer sleep (C/F)
- * instead of spinning and yielding while a biased reader stays inside; every other wait is
- * kl_rwlock's spin-then-sleep with or without the flag.
+ * behind the revoking writer. A writer waiting for a biased or fenced reader spins
+ * RM_SPIN_NS, then sleeps (C/F) until that reader's unlock wakes it, as FreeBSD's writer
+ * blocks on a turnstile; a fenced writer, which issues no membarrier, first naps (timed
+ * sleeps, no F) for about a millisecond, unless the lock is KL_RM_SLEEPABLE (its readers
+ * may sleep inside). Every other wait is kl_rwlock's spin-then-sleep.
  *
  * STATE. lk->state (32 bits; biased readers load it on every lock and unlock):
  *   bit 0  KL_RM_S_WRITER   a writer that found the lock biased or fenced is inside, from
@@ -149,6 +151,8 @@
  *        the inline unbiased read's plain retag after its counted entry into lk->rw (R1)
  *        succeeded: a writer scanning slots holds lk->rw exclusive from before its scan
  *        until its drain ends, so R1 succeeds only where no writer waits on the slot.
+ *        A fenced writer's nap (rm_nap) sets no WSLEEP and needs no F: nobody is to wake
+ *        it, and it reads the slot again when its time is up.
  *   E    release store ending a biased read section; pairs with the acquire loads of the
  *        drain, so the write section happens after every read section it waited for.
  *   H1/H2 the draining writer's futex value: it loads wseq (H1, acquire) before F and its
@@ -214,10 +218,17 @@ _Static_assert(_Alignof(struct kl_rmlock) > RM_TAGS, "slot tags fit below the al
 /* How long a reader that found a fenced writer inside waits for it before it queues
  * behind the kl_rwlock: a few short write sections. */
 #define RM_FENCED_SPIN_NS 2000u
-/* Spin budget before a revoking writer yields (spinning mode) or sleeps
- * (KL_RM_SLEEPABLE) waiting for a biased reader: longer than a typical read section,
- * shorter than a sleep/wake round trip (~5-10 us). */
+/* Spin budget before a writer waiting for a biased or fenced reader sleeps: longer than a
+ * typical read section, about a sleep/wake round trip (~5-10 us) plus the heavy fence F.
+ * A reader still inside after this is usually off its CPU, and yielding to it cost
+ * milliseconds: the reader ran out its time slice before the yielding writer ran again. */
 #define RM_SPIN_NS 20000u
+/* A fenced writer's nap while that reader stays inside: the kernel's default timer slack
+ * (a shorter sleep lasts this long anyway). */
+#define RM_NAP_NS 50000u
+/* Naps before the fenced writer sleeps until woken (and issues F, a membarrier): about a
+ * millisecond, longer than most preemptions of a reader. */
+#define RM_NAPS 20u
 /* kl_rm_tracker.magic while it describes a live hold ("rmtr"). */
 #define RM_TRACKER_MAGIC 0x726d7472u
 /* Fenced or unbiased reads a thread makes between two looks at the re-arm clock: a look
@@ -408,7 +419,7 @@ static void rm_maybe_rearm(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_
 static void rm_wake_writer(struct kl_rmlock *lk, uintptr_t who)
 {
 	if (atomic_load_explicit(&lk->wait_for, memory_order_relaxed) == who) {
-		/* H2: release, pairs with H1 in rm_wait_slot() */
+		/* H2: release, pairs with H1 in rm_sleep_on_slot() */
 		atomic_fetch_add_explicit(&lk->wseq, 1, memory_order_release);
 		kl_wake(&lk->wseq, 1);
 	}
@@ -434,7 +445,7 @@ static void rm_unpublish(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t 
 {
 	atomic_store_explicit(&r->slot[idx], 0, memory_order_release); /* E */
 	rm_compact(r);
-	kli_fence_light(); /* C: light half, pairs with F in rm_wait_slot() */
+	kli_fence_light(); /* C: light half, pairs with F in rm_sleep_on_slot() */
 	if (atomic_load_explicit(&lk->state, memory_order_relaxed) & KL_RM_S_WSLEEP)
 		rm_wake_writer(lk, (uintptr_t)r);
 }
@@ -779,7 +790,7 @@ static bool rm_read_fenced_wait(struct kl_rmlock *lk, struct kli_thread *self, u
 	struct kli_spin sp;
 	uint32_t s;
 
-	kli_fence_light(); /* C: pairs with F in rm_wait_slot() */
+	kli_fence_light(); /* C: pairs with F in rm_sleep_on_slot() */
 	s = atomic_load_explicit(&lk->state, memory_order_relaxed);
 	if (s & KL_RM_S_WSLEEP)
 		rm_wake_writer(lk, (uintptr_t)&self->rm);
@@ -833,7 +844,7 @@ void kl_rmlock_read_unbiased_(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 	if (kl_likely(!(lk->flags & KL_RM_RECURSE))) {
 		atomic_store_explicit(&r->slot[d], (uintptr_t)lk | RM_TAG_RW,
 				      memory_order_release); /* E */
-		kli_fence_light(); /* C: pairs with F in rm_wait_slot() */
+		kli_fence_light(); /* C: pairs with F in rm_sleep_on_slot() */
 		if (kl_unlikely(atomic_load_explicit(&lk->state, memory_order_relaxed) &
 				KL_RM_S_WSLEEP))
 			rm_wake_writer(lk, (uintptr_t)r);
@@ -888,39 +899,63 @@ void (kl_rmlock_read_unlock)(struct kl_rmlock *lk, struct kl_rm_tracker *tr)
 
 /* ---- writers -------------------------------------------------------------------------- */
 
-/* Waits until the reader record @r no longer holds @lk biased in slot @i. */
-static void rm_wait_slot(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t i,
+/* Sleeps until the reader record @r's unlock of slot @slot wakes it (C/F, H1/H2), unless
+ * the slot is released meanwhile. */
+static void rm_sleep_on_slot(struct kl_rmlock *lk, struct kl_rm_reader *r,
+			     const _Atomic uintptr_t *slot, struct kli_wait *w)
+{
+	/* H1: acquire, pairs with H2 in rm_wake_writer() and its inline copy */
+	uint32_t seq = atomic_load_explicit(&lk->wseq, memory_order_acquire);
+
+	atomic_store_explicit(&lk->wait_for, (uintptr_t)r, memory_order_relaxed);
+	atomic_fetch_or_explicit(&lk->state, KL_RM_S_WSLEEP, memory_order_relaxed);
+	kli_fence_heavy(); /* F: heavy half, pairs with C in the reader's unlock */
+	if (atomic_load_explicit(slot, memory_order_acquire) == (uintptr_t)lk) {
+		kli_wait_sleep(w);
+		kl_wait(&lk->wseq, seq, NULL);
+	}
+}
+
+/* Sleeps RM_NAP_NS, asking nobody to wake it: no fence, so no membarrier. */
+static void rm_nap(struct kl_rmlock *lk, struct kli_wait *w)
+{
+	struct timespec at;
+
+	kli_deadline_after(&at, RM_NAP_NS);
+	kli_wait_sleep(w);
+	kl_wait(&lk->wseq, atomic_load_explicit(&lk->wseq, memory_order_relaxed), &at);
+}
+
+/* Waits until the reader record @r no longer holds @lk biased in slot @i: spins
+ * RM_SPIN_NS, then sleeps until the reader's unlock wakes it. @nap (a fenced write, which
+ * issues no membarrier): first nap up to RM_NAPS times, so that a reader off its CPU for
+ * a moment costs no membarrier (F); KL_RM_SLEEPABLE readers may sleep inside, and a
+ * revocation already paid one. */
+static void rm_wait_slot(struct kl_rmlock *lk, struct kl_rm_reader *r, uint32_t i, bool nap,
 			 struct kli_wait *w)
 {
 	const _Atomic uintptr_t *slot = &r->slot[i];
+	uint32_t naps = (nap && !(lk->flags & KL_RM_SLEEPABLE)) ? RM_NAPS : 0;
 	struct kli_spin sp;
-	uint32_t seq;
 
 	kli_wait_spin(w);
 	kli_spin_start(&sp, RM_SPIN_NS);
 	while (atomic_load_explicit(slot, memory_order_acquire) == (uintptr_t)lk) { /* E */
 		if (kli_spin_backoff(&sp))
 			continue;
-		if (!(lk->flags & KL_RM_SLEEPABLE)) {
-			kli_yield();
-			kli_spin_start(&sp, RM_SPIN_NS);
-			continue;
-		}
-		/* H1: acquire, pairs with H2 in rm_wake_writer() and its inline copy */
-		seq = atomic_load_explicit(&lk->wseq, memory_order_acquire);
-		atomic_store_explicit(&lk->wait_for, (uintptr_t)r, memory_order_relaxed);
-		atomic_fetch_or_explicit(&lk->state, KL_RM_S_WSLEEP, memory_order_relaxed);
-		kli_fence_heavy(); /* F: heavy half, pairs with C in the reader's unlock */
-		if (atomic_load_explicit(slot, memory_order_acquire) == (uintptr_t)lk) {
-			kli_wait_sleep(w);
-			kl_wait(&lk->wseq, seq, NULL);
+		if (naps > 0) {
+			naps--;
+			rm_nap(lk, w);
+		} else {
+			rm_sleep_on_slot(lk, r, slot, w);
 		}
 		kli_wait_spin(w);
 	}
 }
 
-/* Waits for every biased hold of @lk: passes over every record until one finds none (I3). */
-static void rm_drain(struct kl_rmlock *lk, const void *site)
+/* Waits for every biased hold of @lk: passes over every record until one finds none (I3).
+ * @fenced: a fenced write's drain (rm_wait_slot()'s naps). */
+static void rm_drain(struct kl_rmlock *lk, bool fenced, const void *site)
 {
 	struct kli_wait w;
 	bool found;
@@ -933,7 +968,7 @@ static void rm_drain(struct kl_rmlock *lk, const void *site)
 
 			while ((i = rm_held(&t->rm, lk)) != 0) { /* E; D */
 				found = true;
-				rm_wait_slot(lk, &t->rm, i, &w);
+				rm_wait_slot(lk, &t->rm, i, fenced, &w);
 			}
 		}
 	} while (found);
@@ -1046,7 +1081,7 @@ static KL_NOINLINE bool rm_revoke(struct kl_rmlock *lk, uint32_t s, bool try, co
 					    t0 != 0 ? kli_now_ns() - t0 : 0, EBUSY);
 		return false;
 	}
-	rm_drain(lk, site);
+	rm_drain(lk, fenced, site);
 	if (fenced) {
 		rm_fenced_done(lk, t0);
 		return true;

@@ -3,8 +3,7 @@
  * tests/unit/test_blocked_sleep.c - a thread blocked on a lock that another thread holds for a
  * long time sleeps: it burns (almost) no CPU, for every lock kind (issue 13 item 10: the
  * next-in-line waiter of kl_ticket/kl_mcs used to spin, then yield for ever). How it is
- * judged: tests/blocked_sleep.h. kl_rmlock without KL_RM_SLEEPABLE spins by contract and
- * is not here.
+ * judged: tests/blocked_sleep.h.
  */
 #include <klock/hashlock.h>
 #include <klock/mcs.h>
@@ -180,8 +179,8 @@ static void test_pcpu_rwsem_readers_behind_a_long_write_hold_sleep(void **state)
 	assert_int_equal(kl_pcpu_rwsem_destroy(&sem), 0);
 }
 
-/* kl_rmlock without KL_RM_SLEEPABLE spins by contract (FreeBSD's rmlock without
- * RM_SLEEPABLE: its readers may not sleep); the sleepable kind must sleep. */
+/* kl_rmlock, with and without KL_RM_SLEEPABLE: a writer waiting for a reader's hold
+ * spins a while, then sleeps until that reader's unlock wakes it. */
 static struct kl_rmlock rm;
 static struct kl_rm_tracker holder_tr;
 
@@ -197,26 +196,61 @@ static void rm_wlock(void *a) { kl_rmlock_write_lock(a); }
 static void rm_wunlock(void *a) { kl_rmlock_write_unlock(a); }
 static void rm_runlock_holder(void *a) { kl_rmlock_read_unlock(a, &holder_tr); }
 
-static void test_rmlock_sleepable_writer_behind_a_long_read_hold_sleeps(void **state)
+/* @fenced: a first write revokes the bias and leaves the lock fenced, held there, so the
+ * waiting writer is a fenced one (it naps before it sleeps until woken); else it revokes. */
+static void rm_writer_case(unsigned flags, bool fenced)
 {
 	struct blocked_case c = { .lock = rm_wlock, .unlock = rm_wunlock, .arg = &rm };
 
-	(void)state;
-	assert_int_equal(kl_rmlock_init(&rm, KL_RM_SLEEPABLE), 0);
+	assert_int_equal(kl_rmlock_init(&rm, flags), 0);
+	if (fenced) {
+		kl_rmlock_write_lock(&rm);
+		kl_rmlock_write_unlock(&rm);
+		atomic_store(&rm.rearm_at, UINT64_MAX); /* no climb back to biased */
+	}
 	kl_rmlock_read_lock(&rm, &holder_tr);
 	assert_blocked_waiters_sleep(&c, 1, rm_runlock_holder, &rm);
 	assert_int_equal(kl_rmlock_destroy(&rm), 0);
 }
 
-static void test_rmlock_sleepable_readers_behind_a_long_write_hold_sleep(void **state)
+static void rm_readers_case(unsigned flags)
 {
 	struct blocked_case c = { .lock = rm_rlock, .unlock = nothing, .arg = &rm };
 
-	(void)state;
-	assert_int_equal(kl_rmlock_init(&rm, KL_RM_SLEEPABLE), 0);
+	assert_int_equal(kl_rmlock_init(&rm, flags), 0);
 	kl_rmlock_write_lock(&rm);
 	assert_blocked_waiters_sleep(&c, 2, rm_wunlock, &rm);
 	assert_int_equal(kl_rmlock_destroy(&rm), 0);
+}
+
+static void test_rmlock_writer_behind_a_long_read_hold_sleeps(void **state)
+{
+	(void)state;
+	rm_writer_case(0, false);
+}
+
+static void test_rmlock_fenced_writer_behind_a_long_read_hold_sleeps(void **state)
+{
+	(void)state;
+	rm_writer_case(0, true);
+}
+
+static void test_rmlock_readers_behind_a_long_write_hold_sleep(void **state)
+{
+	(void)state;
+	rm_readers_case(0);
+}
+
+static void test_rmlock_sleepable_writer_behind_a_long_read_hold_sleeps(void **state)
+{
+	(void)state;
+	rm_writer_case(KL_RM_SLEEPABLE, false);
+}
+
+static void test_rmlock_sleepable_readers_behind_a_long_write_hold_sleep(void **state)
+{
+	(void)state;
+	rm_readers_case(KL_RM_SLEEPABLE);
 }
 
 static struct kl_seqlock sq;
@@ -268,6 +302,9 @@ int main(void)
 		cmocka_unit_test(test_rwlock_writer_behind_a_long_read_hold_sleeps),
 		cmocka_unit_test(test_pcpu_rwsem_writer_behind_a_long_read_hold_sleeps),
 		cmocka_unit_test(test_pcpu_rwsem_readers_behind_a_long_write_hold_sleep),
+		cmocka_unit_test(test_rmlock_writer_behind_a_long_read_hold_sleeps),
+		cmocka_unit_test(test_rmlock_fenced_writer_behind_a_long_read_hold_sleeps),
+		cmocka_unit_test(test_rmlock_readers_behind_a_long_write_hold_sleep),
 		cmocka_unit_test(test_rmlock_sleepable_writer_behind_a_long_read_hold_sleeps),
 		cmocka_unit_test(test_rmlock_sleepable_readers_behind_a_long_write_hold_sleep),
 		cmocka_unit_test(test_seqlock_writer_behind_a_long_write_hold_sleeps),

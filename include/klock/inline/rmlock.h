@@ -44,7 +44,7 @@
 static inline void kl_rmlock_wake_writer_inline(struct kl_rmlock *lk, struct kl_rm_reader *r)
 {
 	if (atomic_load_explicit(&lk->wait_for, memory_order_relaxed) == (uintptr_t)r) {
-		/* H2: release, pairs with H1 in rm_wait_slot() */
+		/* H2: release, pairs with H1 in rm_sleep_on_slot() */
 		atomic_fetch_add_explicit(&lk->wseq, 1, memory_order_release);
 		kl_wake(&lk->wseq, 1);
 	}
